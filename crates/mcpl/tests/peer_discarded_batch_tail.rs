@@ -268,3 +268,40 @@ async fn a_request_sent_in_order_failed_before_its_frame_was_queued_is_never_sen
         .collect();
     assert_eq!(methods, vec![Value::from("fill")], "sent after it failed");
 }
+
+/// A batch over the size limit whose response answers a request of ours ends that request
+/// after whatever the peer reads past before a message (`jsonrpc::message_start`: any
+/// whitespace `str::trim_start` takes, one byte order mark), as after JSON whitespace: the
+/// batch reading skips the same (one reading with the envelope's). Before, a no-break
+/// space before the batch made it read no array, and the request waited for good.
+#[tokio::test(start_paused = true)]
+async fn a_discarded_batch_after_unicode_whitespace_still_ends_our_request() {
+    let config = PeerConfig {
+        request_timeout: None,
+        max_message_size: 10_000,
+        ..PeerConfig::default()
+    };
+    let (peer, _incoming, mut raw) = raw_peer_with(config, 1024 * 1024);
+    for before in [" ", "\u{a0}", "\u{feff}\u{3000}"] {
+        let p = peer.clone();
+        let call = tokio::spawn(async move { p.request_raw_with("m", None, never()).await });
+        // Past the batch's own answer to the last one (`-32600`, id null).
+        let sent = loop {
+            let line = raw.recv().await;
+            if line.get("method").is_some() {
+                break line;
+            }
+        };
+        let line = format!("{before}{}", batch(400, &[sent["id"].clone()]));
+        assert!(line.len() > 10_000);
+        raw.send(&line).await;
+        let outcome = tokio::time::timeout(GUARD, call)
+            .await
+            .unwrap_or_else(|_| panic!("{before:?}: the request still waits"))
+            .expect("joined");
+        assert!(
+            matches!(&outcome, Err(PeerError::InvalidResponse(why)) if why.contains("batch")),
+            "{before:?}: {outcome:?}"
+        );
+    }
+}

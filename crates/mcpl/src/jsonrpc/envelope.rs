@@ -109,10 +109,54 @@ pub struct Envelope {
     fed: usize,
     /// A lenient envelope's [`Envelope::sole_request_id`] was found before `bad_at`.
     sole_before_bad: bool,
-    /// Before the object: the bytes of a character not yet whole, and whether the byte
-    /// order mark was read past ([`Envelope::start_byte`]).
-    lead: Vec<u8>,
+    /// What precedes the object, read past ([`Lead`]).
+    lead: Lead,
+}
+
+/// What precedes a message, read past a byte at a time: what the peer reads past before a
+/// frame's text's message ([`super::message_start`]: any whitespace `str::trim_start`
+/// takes, one UTF-8 byte order mark), so a message's envelope (and a batch's,
+/// [`batch::BatchSighted`]) is read wherever its text's message is. The one reading of
+/// the byte readers; at most one character's bytes (4) are held.
+#[derive(Debug, Default)]
+pub(crate) struct Lead {
+    /// The bytes of a character not yet whole.
+    held: Vec<u8>,
+    /// The byte order mark was read past.
     bom: bool,
+}
+
+impl Lead {
+    /// What [`Lead::step`] gives for a byte read past.
+    pub(crate) const SKIP: Option<u8> = None;
+
+    /// Reads `b`: [`Lead::SKIP`] while it is (or may be) part of what precedes a message;
+    /// else the byte the message begins with (`Some(b)`; a byte of a character that is
+    /// neither is given as its first byte, which begins no message).
+    pub(crate) fn step(&mut self, b: u8) -> Option<u8> {
+        if self.held.is_empty() && b.is_ascii() {
+            return (!char::from(b).is_whitespace()).then_some(b);
+        }
+        self.held.push(b);
+        let first = self.held.first().copied();
+        match std::str::from_utf8(&self.held) {
+            Ok(c) => {
+                let c = c.chars().next();
+                self.held.clear();
+                match c {
+                    Some('\u{feff}') if !self.bom => {
+                        self.bom = true;
+                        Lead::SKIP
+                    }
+                    Some(c) if c.is_whitespace() => Lead::SKIP,
+                    _ => first,
+                }
+            }
+            // A character still to be completed by the next bytes.
+            Err(e) if e.error_len().is_none() => Lead::SKIP,
+            Err(_) => first,
+        }
+    }
 }
 
 impl Default for Envelope {
@@ -142,8 +186,7 @@ impl Envelope {
             bad_at: 0,
             fed: 0,
             sole_before_bad: false,
-            lead: Vec::new(),
-            bom: false,
+            lead: Lead::default(),
         }
     }
 
@@ -295,7 +338,11 @@ impl Envelope {
     fn step(&mut self, b: u8) {
         let space = matches!(b, b' ' | b'\t' | b'\r' | b'\n');
         self.at = match self.at {
-            At::Start => self.start_byte(b),
+            At::Start => match self.lead.step(b) {
+                Lead::SKIP => At::Start,
+                Some(b'{') => At::Name { first: true },
+                Some(_) => At::NotObject,
+            },
             At::Name { first } if space => At::Name { first },
             At::Name { .. } if b == b'"' => {
                 self.name.clear();
@@ -353,39 +400,6 @@ impl Envelope {
             At::Closed => At::Broken,
             done @ (At::NotObject | At::Broken) => done,
         };
-    }
-
-    /// One byte before the object: what the peer reads past before a frame's text's
-    /// message ([`super::message_start`]: any whitespace `str::trim_start` takes, one
-    /// UTF-8 byte order mark) is read past here too, a character at a time (its bytes held
-    /// in `lead` until it is whole), so a line's envelope is read wherever its text's
-    /// message is. Anything else but `{` is no object.
-    fn start_byte(&mut self, b: u8) -> At {
-        if self.lead.is_empty() && b.is_ascii() {
-            return match b {
-                b'{' => At::Name { first: true },
-                _ if char::from(b).is_whitespace() => At::Start,
-                _ => At::NotObject,
-            };
-        }
-        self.lead.push(b);
-        match std::str::from_utf8(&self.lead) {
-            Ok(c) => {
-                let c = c.chars().next();
-                self.lead.clear();
-                match c {
-                    Some('\u{feff}') if !self.bom => {
-                        self.bom = true;
-                        At::Start
-                    }
-                    Some(c) if c.is_whitespace() => At::Start,
-                    _ => At::NotObject,
-                }
-            }
-            // A character still to be completed by the next bytes.
-            Err(e) if e.error_len().is_none() => At::Start,
-            Err(_) => At::NotObject,
-        }
     }
 
     /// One byte of a value after its first.

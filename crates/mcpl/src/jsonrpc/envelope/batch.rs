@@ -6,7 +6,7 @@
 //! `transport::DISCARDED_HEAD_BYTES` were kept, and an answer past them left its
 //! request waiting.
 
-use super::{At, Envelope};
+use super::{At, Envelope, Lead};
 
 /// The most bytes of entry summaries kept of one refused batch (64 KiB: about 1,400
 /// answers with short ids). Entries past it are not kept: the summary then begins with
@@ -30,7 +30,7 @@ pub(crate) fn unkept(summary: &[u8]) -> bool {
 /// Where the scan of the array is.
 #[derive(Debug)]
 enum Step {
-    /// Before the array: whitespace and a byte order mark skipped.
+    /// Before the array: what precedes a message skipped ([`Lead`]).
     Start,
     /// Expecting an entry (or the array's end).
     Before,
@@ -53,6 +53,8 @@ enum Step {
 #[derive(Debug)]
 pub(crate) struct BatchSighted {
     step: Step,
+    /// What precedes the array, read past as before an object ([`Lead`]).
+    lead: Lead,
     /// `[` and the summaries kept, each after a `,` but the first.
     kept: Vec<u8>,
     /// A response's summary found no room ([`MAX_BATCH_SUMMARY_BYTES`]).
@@ -63,6 +65,7 @@ impl Default for BatchSighted {
     fn default() -> Self {
         BatchSighted {
             step: Step::Start,
+            lead: Lead::default(),
             kept: Vec::new(),
             unkept: false,
         }
@@ -104,8 +107,11 @@ impl BatchSighted {
         let space = matches!(b, b' ' | b'\t' | b'\r' | b'\n');
         let step = std::mem::replace(&mut self.step, Step::Done);
         self.step = match step {
-            Step::Start if space || matches!(b, 0xef | 0xbb | 0xbf) => Step::Start,
-            Step::Start if b == b'[' => Step::Before,
+            Step::Start => match self.lead.step(b) {
+                Lead::SKIP => Step::Start,
+                Some(b'[') => Step::Before,
+                Some(_) => Step::Done,
+            },
             Step::Before if space => Step::Before,
             Step::After if space => Step::After,
             Step::Before if b == b']' || b == b',' => Step::Done,
