@@ -3237,21 +3237,23 @@ async fn limits_channels_per_registration_and_messages_per_incoming_batch() {
     assert_eq!(e.data, Some(json!({ "limit": 1, "count": 2 })));
 }
 
-/// Nothing received vanishes: an MCP notification the host session does not act on (here a
-/// server log message) is reported as a diagnostic rather than dropped silently.
+/// Nothing received vanishes: a notification the host session does not act on (here one
+/// MCP does not give a server; a server log message is handed to the application,
+/// `tests/host_mcp_notifications.rs`) is reported as a diagnostic rather than dropped
+/// silently.
 #[tokio::test]
-async fn unhandled_mcp_notifications_are_reported() {
+async fn unhandled_notifications_are_reported() {
     let (_s, mut streams, server) = connected(&["pushEvents"], full_manifest()).await;
     server
         .notify(
-            "notifications/message",
+            "notifications/not_mcp",
             Some(json!({"level": "info", "data": "hello"})),
         )
         .await;
     loop {
         match streams.diagnostics.recv().await {
             Some(HostDiagnostic::UnexpectedMethod { method }) => {
-                assert_eq!(method, "notifications/message");
+                assert_eq!(method, "notifications/not_mcp");
                 break;
             }
             Some(_) => {}
@@ -3636,12 +3638,12 @@ async fn diagnostics_session(capacity: usize) -> (HostSession, HostStreams, Serv
     (s, streams, server)
 }
 
-/// The server sends one `notifications/message` (reported by the host as unhandled) per
-/// item of `data`, then a ping, answered after the host handled every one of them.
+/// The server sends one notification MCP does not give it (reported by the host as
+/// unhandled) per item of `data`, then a ping, answered after the host handled every one.
 async fn unhandled(server: &Server, data: std::ops::Range<u32>) {
     for i in data {
         let params = json!({"level": "info", "data": i});
-        server.notify("notifications/message", Some(params)).await;
+        server.notify("notifications/not_mcp", Some(params)).await;
     }
     server.call("ping", json!({})).await.unwrap();
 }

@@ -253,7 +253,7 @@ pub enum HostDiagnostic {
     /// finds the queue full is answered `host_busy` instead.)
     EventDropped {
         /// Which event ([`HostEvent::name`]): `ModeChanged`, `ManifestChange`,
-        /// `ListChanged` or `InputEnded`.
+        /// `ListChanged`, `Notification` or `InputEnded`.
         event: &'static str,
     },
     /// The application's request handler panicked: the server's request was answered
@@ -498,7 +498,30 @@ pub enum HostEvent {
     /// any event bounded by the application's queue (reported as
     /// [`HostDiagnostic::EventDropped`] when it has no room).
     ListChanged(McpList),
+    /// A server's MCP notification the host does not act on itself but the application may
+    /// need (MCP 2024-11-05, server to client): `notifications/message` (a log message),
+    /// `notifications/progress` (progress of a request the application sent with a
+    /// `progressToken`) and `notifications/resources/updated` (a resource it subscribed to).
+    /// As the server sent it, unjudged (no MCPL capability governs them); bounded as every
+    /// event, by number and by [`HostEvent::weight`] (reported as
+    /// [`HostDiagnostic::EventDropped`] when the application's queue has no room).
+    Notification {
+        /// The method.
+        method: String,
+        /// Its params, as sent.
+        params: Option<Value>,
+    },
 }
+
+/// The MCP notifications a server sends for the application
+/// ([`HostEvent::Notification`]): the server-to-client ones of MCP 2024-11-05 the host does
+/// not act on itself (`list_changed` is [`HostEvent::ListChanged`], `cancelled` the
+/// host's).
+pub(crate) const MCP_NOTIFICATIONS_FOR_THE_APPLICATION: [&str; 3] = [
+    "notifications/message",
+    "notifications/progress",
+    "notifications/resources/updated",
+];
 
 /// A list a server announces the change of with MCP's `notifications/*/list_changed`
 /// ([`HostEvent::ListChanged`]).
@@ -571,6 +594,9 @@ impl HostEvent {
                     .sum();
                 revisions + impacts + r.domains.len()
             }
+            HostEvent::Notification { method, params } => {
+                method.len() + params.as_ref().map_or(0, crate::jsonrpc::held_bytes)
+            }
             HostEvent::ModeChanged(_) | HostEvent::InputEnded | HostEvent::ListChanged(_) => 0,
         };
         held.saturating_add(std::mem::size_of::<HostEvent>())
@@ -585,6 +611,7 @@ impl HostEvent {
             HostEvent::ModeChanged(_) => "ModeChanged",
             HostEvent::InputEnded => "InputEnded",
             HostEvent::ListChanged(_) => "ListChanged",
+            HostEvent::Notification { .. } => "Notification",
         }
     }
 }

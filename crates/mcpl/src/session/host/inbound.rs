@@ -264,6 +264,12 @@ impl HostState {
         if method == crate::session::CANCELLED {
             return self.on_cancelled(n.params.as_ref());
         }
+        if super::super::report::MCP_NOTIFICATIONS_FOR_THE_APPLICATION.contains(&method) {
+            // Normal MCP the application may need (its logs, progress, subscriptions): no
+            // MCPL capability governs them (§3.2), so they are handed out as sent.
+            let (method, params) = (n.method, n.params);
+            return self.hand_out_event(HostEvent::Notification { method, params });
+        }
         // §4.1: a method in a form its table does not give it is not applied
         // (`protocol::Kind::takes`), reported as one the host does not receive so.
         if !crate::protocol::takes_form(method, true) {
