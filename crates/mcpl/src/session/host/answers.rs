@@ -59,13 +59,8 @@ impl HostState {
         let ended = self.pending.end_all();
         for (id, purpose) in ended {
             if let Purpose::Hook = purpose {
-                let verdict = rules::judge_hook_answer(
-                    Err("the connection closed before the server answered (fail-open)".into()),
-                    &self.p.grant,
-                    self.p.review.as_deref(),
-                    self.rules.max_injections_per_hook,
-                );
-                self.out.push_back(HostOutput::Hook { id, verdict });
+                let why = "the connection closed before the server answered (fail-open)";
+                self.unanswered_hook(id, why);
             }
         }
         if connecting {
@@ -105,13 +100,8 @@ impl HostState {
         for (id, purpose) in ended {
             match purpose {
                 Purpose::Hook => {
-                    let verdict = rules::judge_hook_answer(
-                        Err("the server ended its output before it answered (fail-open)".into()),
-                        &self.p.grant,
-                        self.p.review.as_deref(),
-                        self.rules.max_injections_per_hook,
-                    );
-                    self.out.push_back(HostOutput::Hook { id, verdict });
+                    let why = "the server ended its output before it answered (fail-open)";
+                    self.unanswered_hook(id, why);
                 }
                 Purpose::Change(plan) => {
                     self.on_answer(now, id, Purpose::Change(plan), Answer::Timeout)
@@ -169,12 +159,7 @@ impl HostState {
                         self.rules.hook_timeout
                     )),
                 };
-                let verdict = rules::judge_hook_answer(
-                    answer,
-                    &self.p.grant,
-                    self.p.review.as_deref(),
-                    self.rules.max_injections_per_hook,
-                );
+                let verdict = self.judge_hook(answer);
                 let server = self.label.clone();
                 if let Some(detail) = &verdict.failure {
                     self.diag(HostDiagnostic::HookFailed {
@@ -214,6 +199,25 @@ impl HostState {
                 }
             }
         }
+    }
+
+    /// A hook answer (or why there is none) judged under the grant and the review in force
+    /// where it is read (§5.4, §10.1): the one judging of every hook's end.
+    fn judge_hook(&self, answer: Result<Value, String>) -> rules::HookVerdict {
+        rules::judge_hook_answer(
+            answer,
+            &self.p.grant,
+            self.p.review.as_deref(),
+            self.rules.max_injections_per_hook,
+        )
+    }
+
+    /// Hook `id` ended without an answer as the connection or its input ended (`why`):
+    /// its failed verdict (fail-open, §10.1), no diagnostic (the server is not known to be
+    /// at fault).
+    fn unanswered_hook(&mut self, id: u64, why: &str) {
+        let verdict = self.judge_hook(Err(why.to_owned()));
+        self.out.push_back(HostOutput::Hook { id, verdict });
     }
 
     /// Hands out a mode change and closes when a decision says so.
