@@ -332,21 +332,54 @@ impl HostConfig {
     }
 
     /// What no handler of this configuration answers (§11, §12), left out of every grant
-    /// ([`crate::session::HostRules::unserved`]): `modelInfo` without a `request_handler`;
-    /// `inferenceRequest` and `inferenceRequest.streaming` without it and without a
-    /// `stream_handler` (which alone answers every `inference/request`, one without
-    /// `stream: true` getting its final result and no chunk).
+    /// ([`crate::session::HostRules::unserved`]): each capability whose request finds no
+    /// handler by [`handler_for`], the one rule the driver routes by. So `modelInfo`
+    /// without a `request_handler`; `inferenceRequest` and `inferenceRequest.streaming`
+    /// without it and without a `stream_handler` (which alone answers every
+    /// `inference/request`, one without `stream: true` getting its final result and no
+    /// chunk).
     fn unserved(&self) -> crate::capability::CapabilitySet {
         use crate::capability::{Capability as C, CapabilitySet};
-        match (&self.request_handler, &self.stream_handler) {
-            (Some(_), _) => CapabilitySet::EMPTY,
-            (None, Some(_)) => CapabilitySet::EMPTY.with(C::ModelInfo),
-            (None, None) => CapabilitySet::EMPTY
-                .with(C::ModelInfo)
-                .with(C::InferenceRequest)
-                .with(C::InferenceRequestStreaming),
-        }
+        use crate::protocol::{inference::InferenceRequest, model::ModelInfoRequest};
+        [
+            (C::ModelInfo, ModelInfoRequest::NAME, false),
+            (C::InferenceRequest, InferenceRequest::NAME, false),
+            (C::InferenceRequestStreaming, InferenceRequest::NAME, true),
+        ]
+        .into_iter()
+        .filter(|(_, method, streamed)| {
+            let handlers = (&self.request_handler, &self.stream_handler);
+            handler_for(handlers, method, *streamed).is_none()
+        })
+        .fold(CapabilitySet::EMPTY, |set, (c, _, _)| set.with(c))
     }
+}
+
+/// The handler of `handlers` (a `request_handler` and a `stream_handler`) that answers a
+/// server's `method` request (`streamed`: an `inference/request` with `stream: true`,
+/// §11.4): the stream handler for a streamed one, or for any `inference/request` when
+/// there is no request handler; else the request handler. The one rule the driver routes
+/// by and [`HostConfig::unserved`] reads what is served from.
+pub(super) fn handler_for(
+    (request, stream): (&Option<RequestHandler>, &Option<StreamHandler>),
+    method: &str,
+    streamed: bool,
+) -> Option<Handler> {
+    let inference = method == crate::protocol::inference::InferenceRequest::NAME;
+    let to_stream = streamed || (inference && request.is_none());
+    match (stream, request) {
+        (Some(h), _) if to_stream => Some(Handler::Stream(h.clone())),
+        (_, Some(h)) => Some(Handler::Request(h.clone())),
+        _ => None,
+    }
+}
+
+/// The handler a server's request goes to ([`handler_for`]).
+pub(super) enum Handler {
+    /// [`HostConfig::stream_handler`].
+    Stream(StreamHandler),
+    /// [`HostConfig::request_handler`].
+    Request(RequestHandler),
 }
 
 impl std::fmt::Debug for HostConfig {

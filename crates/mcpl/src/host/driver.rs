@@ -866,37 +866,35 @@ impl Driver {
         let handout = self.handouts;
         let streamed = method == crate::protocol::inference::InferenceRequest::NAME
             && rules::is_streamed(Some(&p));
-        // A stream handler alone answers every `inference/request` (`HostConfig::unserved`).
-        let inference = method == crate::protocol::inference::InferenceRequest::NAME;
-        let to_stream = streamed || (inference && cfg.request_handler.is_none());
-        if let (true, Some(h)) = (to_stream, cfg.stream_handler.clone()) {
-            let sink = ChunkSink {
-                cmds: tx.clone(),
-                request_id: id.clone(),
-                handout,
-                sent: 0,
-                streamed,
-            };
-            let answer = (tx, id.clone(), handout, method);
-            let task = tokio::spawn(answer_with(answer, async move { h(p, sink).await }));
-            self.tasks.insert(id, (handout, task.abort_handle()));
-            return;
-        }
-        match cfg.request_handler.clone() {
+        let handlers = (&cfg.request_handler, &cfg.stream_handler);
+        match super::config::handler_for(handlers, &method, streamed) {
+            Some(super::config::Handler::Stream(h)) => {
+                let sink = ChunkSink {
+                    cmds: tx.clone(),
+                    request_id: id.clone(),
+                    handout,
+                    sent: 0,
+                    streamed,
+                };
+                let answer = (tx, id.clone(), handout, method);
+                let task = tokio::spawn(answer_with(answer, async move { h(p, sink).await }));
+                self.tasks.insert(id, (handout, task.abort_handle()));
+            }
+            Some(super::config::Handler::Request(h)) => {
+                let m = method.clone();
+                let answer = (tx, id.clone(), handout, method);
+                let task = tokio::spawn(answer_with(answer, async move { h(&m, p).await }));
+                self.tasks.insert(id, (handout, task.abort_handle()));
+            }
             // Not reached: what no handler serves is never granted (the state machine's
-            // decision, `HostRules::unserved`, §5.4), so the request was refused `-32002`.
-            // Kept fail-safe: answered, and reported as the application's mistake.
+            // decision, `HostRules::unserved`, from the same rule, §5.4), so the request
+            // was refused `-32002`. Kept fail-safe: answered, and reported as the
+            // application's mistake.
             None => {
                 let outcome = Err(ErrorObject::method_not_found(&method));
                 let shown = serde_json::to_string(&id).unwrap_or_default();
                 self.diag(HostDiagnostic::NoHandler { method, id: shown });
                 let _ = self.state.answer(id, outcome);
-            }
-            Some(h) => {
-                let m = method.clone();
-                let answer = (tx, id.clone(), handout, method);
-                let task = tokio::spawn(answer_with(answer, async move { h(&m, p).await }));
-                self.tasks.insert(id, (handout, task.abort_handle()));
             }
         }
     }
