@@ -656,6 +656,11 @@ fn tool_adding_server(listener: TcpListener, mcpl: bool) {
                 r#"{{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}}"#
             )
             .unwrap();
+            writeln!(
+                writer,
+                r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","data":"added"}}}}"#
+            )
+            .unwrap();
         }
     }
 }
@@ -664,26 +669,28 @@ fn tool_adding_server(listener: TcpListener, mcpl: bool) {
 /// up in the Tools panel without the user asking for the list again.
 #[test]
 fn a_tools_list_changed_refreshes_the_tools_panel() {
-    tools_panel_follows_list_changed(true);
+    tools_panel_follows_list_changed(true, |_| true);
 }
 
 /// The same from a plain MCP server (no manifest, §3.3): the change is a `list_changed`
-/// event naming the list, and the Tools panel re-lists as under MCPL.
+/// event naming the list, and the Tools panel re-lists as under MCPL; its log message is a
+/// `notification` event naming the method.
 #[test]
 fn a_plain_mcp_servers_list_changed_refreshes_the_tools_panel() {
-    let state = tools_panel_follows_list_changed(false);
-    let events = state["events"].as_array().cloned().unwrap_or_default();
-    assert!(
-        events
-            .iter()
-            .any(|e| e["kind"] == "list_changed" && e["list"] == "tools"),
-        "a list_changed event naming tools: {events:?}"
-    );
+    let has = |state: &Value, kind: &str, key: &str, value: &str| {
+        state["events"]
+            .as_array()
+            .is_some_and(|es| es.iter().any(|e| e["kind"] == kind && e[key] == value))
+    };
+    tools_panel_follows_list_changed(false, |state| {
+        has(state, "list_changed", "list", "tools")
+            && has(state, "notification", "method", "notifications/message")
+    });
 }
 
-/// Runs [`tool_adding_server`] and waits until the Tools panel shows both tools; the state
-/// then.
-fn tools_panel_follows_list_changed(mcpl: bool) -> Value {
+/// Runs [`tool_adding_server`] and waits until the Tools panel shows both tools and `done`
+/// holds of the state (each event or the deadline).
+fn tools_panel_follows_list_changed(mcpl: bool, done: impl Fn(&Value) -> bool) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     thread::spawn(move || tool_adding_server(listener, mcpl));
@@ -703,8 +710,8 @@ fn tools_panel_follows_list_changed(mcpl: bool) -> Value {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let state = insp.get("/api/state");
-        if names(&state) == ["first", "second"] {
-            return state;
+        if names(&state) == ["first", "second"] && done(&state) {
+            return;
         }
         events
             .next(deadline)

@@ -8,24 +8,25 @@
 //! [`State::pending`] and a parked handler task (the session answers it from its own task), so
 //! nothing else waits for it. Every list here has a bound (the `MAX_*` constants).
 
+mod events;
 mod exit;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime};
 
-use mcpl::host::{HostConfig, HostDiagnostic, HostEvent, HostSession, RequestHandler};
+use mcpl::host::{HostConfig, HostDiagnostic, HostSession, RequestHandler};
 use mcpl::jsonrpc::ErrorObject;
 use mcpl::peer::{FrameDirection, PeerConfig, Tap, TapEvent};
 use mcpl::protocol::push::timestamp_millis;
-use mcpl::tags::{AdmittedEvent, ExpandedTags, TreatmentRules};
+use mcpl::tags::TreatmentRules;
 use mcpl::transport::child::ChildControl;
 use mcpl::transport::{endpoint, Transport};
 use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, oneshot, watch};
 
-use super::kept::{bound_bytes, kept_descriptor, push_bounded, EVENT_CUT};
+use super::kept::{bound_bytes, kept_descriptor, push_bounded};
 use super::log::{Dir, Kind, Log, MAX_KEPT_FRAME};
 use super::rules::{self, About};
 use crate::check::Target;
@@ -687,103 +688,6 @@ impl Engine {
             log.record_host(generation, Kind::Diagnostic, method, text, vec![mark])
         };
         self.inner.log_tick.send_replace(seq);
-    }
-
-    /// One event of the session, with its tags' treatment (§16.7).
-    fn on_event(&self, generation: u64, label: &str, ev: HostEvent) {
-        let treat = |fs: Option<&str>, channel: Option<&str>, tags: &ExpandedTags| {
-            let default = mcpl::tags::Behavior(json!(DEFAULT_BEHAVIOR));
-            let event = AdmittedEvent {
-                source: label,
-                feature_set: fs,
-                channel,
-            };
-            let t = self.inner.rules.evaluate(&event, tags, &default);
-            let rule = match t {
-                mcpl::tags::Treatment::Rule { index, .. } => json!(index),
-                mcpl::tags::Treatment::Default(_) => json!("default"),
-            };
-            json!({ "behavior": t.behavior().0, "rule": rule })
-        };
-        let mut v = match ev {
-            HostEvent::Push {
-                params,
-                feature_set,
-                event_id,
-                tags,
-            } => json!({
-                "kind": "push", "featureSet": feature_set, "eventId": event_id,
-                "wireTags": params.get("tags"), "tags": tags.to_strings(),
-                "treatment": treat(Some(&feature_set), None, &tags), "params": params,
-            }),
-            HostEvent::ChannelMessage {
-                channel_id,
-                message,
-                tags,
-            } => json!({
-                "kind": "channel", "channelId": channel_id,
-                "wireTags": message.get("tags"), "tags": tags.to_strings(),
-                "treatment": treat(None, Some(&channel_id), &tags), "message": message,
-            }),
-            HostEvent::ManifestChange(receipt) => {
-                // MCP's notifications/tools/list_changed (§17.7 surface change).
-                let tools_changed = receipt.impacts.iter().any(|i| {
-                    i.impact == mcpl::manifest::domains::ChangeImpact::SurfaceChanged
-                        && i.subject == "tools"
-                });
-                if tools_changed {
-                    self.relist_tools();
-                }
-                let manifest = self.session().and_then(|s| s.manifest());
-                json!({
-                    "kind": "manifest",
-                    "receipt": serde_json::to_value(&receipt).unwrap_or(Value::Null),
-                    "manifest": manifest.as_ref().map(|m| &m.0),
-                    "revision": manifest.as_ref().and_then(|m| m.1.clone()),
-                })
-            }
-            // Plain MCP's `notifications/*/list_changed` (no manifest reviewed, §3.3).
-            HostEvent::ListChanged(list) => {
-                if list == mcpl::session::McpList::Tools {
-                    self.relist_tools();
-                }
-                json!({ "kind": "list_changed", "list": list.as_str() })
-            }
-            HostEvent::ModeChanged(mode) => json!({ "kind": "mode", "mode": format!("{mode:?}") }),
-            HostEvent::InputEnded => json!({ "kind": "end" }),
-            // An event of a kind added later (`HostEvent` is non-exhaustive): shown whole.
-            other => json!({ "kind": "other", "event": format!("{other:?}") }),
-        };
-        // Cut before the lock: serializing a 16 MiB event takes a while.
-        bound_bytes(&mut v, EVENT_CUT);
-        {
-            let mut st = self.state();
-            st.next_event += 1;
-            v["seq"] = json!(st.next_event);
-            v["time"] = json!(timestamp_millis(SystemTime::now()));
-            v["generation"] = json!(generation);
-            if v["kind"] == "manifest" {
-                push_bounded(&mut st.manifest_changes, v.clone(), MAX_HISTORY);
-            }
-            if v["kind"] == "mode" && st.generation == generation {
-                st.detail = v["mode"].as_str().map(str::to_owned);
-            }
-            // The close, when it came first, stays what is shown.
-            // How many of its requests wait is counted where the state is shown
-            // ([`State::shown_detail`]): one sent just before the end may be parked after it.
-            if v["kind"] == "end" && st.generation == generation && st.phase != Phase::Closed {
-                st.phase = Phase::Ended;
-                st.detail = Some("the server ended its output (EOF)".to_owned());
-            }
-            push_bounded(&mut st.events, v.clone(), MAX_EVENTS);
-        }
-        let _ = self.inner.ui.send(json!({ "type": "event", "event": v }));
-        if v["kind"] == "end" {
-            self.note(format!(
-                "connection {generation}: the server ended its output (EOF)"
-            ));
-            self.changed();
-        }
     }
 
     fn request_handler(&self, generation: u64) -> RequestHandler {

@@ -419,6 +419,8 @@ function renderEvents(s) {
       head.append(el('span', { text: e.mode }));
     } else if (e.kind === 'list_changed') {
       head.append(el('span', { class: 'mono', text: e.list }));
+    } else if (e.kind === 'notification') {
+      head.append(el('span', { class: 'mono', text: e.method }));
     }
     const meta = el('div', { class: 'meta' }, tagNodes(e),
       e.treatment ? el('span', { text: fmt` → ${typeof e.treatment.behavior === 'string' ? e.treatment.behavior : JSON.stringify(e.treatment.behavior)} (rule ${e.treatment.rule})` }) : null,
