@@ -383,6 +383,10 @@ pub fn server() -> Server {
                 }
                 let ev = PushEvent::text("ref.events", text).tags(["ref:scheduled"]);
                 let id = ev.stable_event_id();
+                // The send begins at the check above (§6.7): a narrowing applied before the
+                // spawned task sends is a notice (`send_refused_policy_changed`), not a
+                // `warn` line about the author's code in `mcpl serve`.
+                let session = session.deferred();
                 tokio::spawn(async move {
                     // One per call, and mostly the host's answer (§9.3): at `info`, so a
                     // host refusing every push cannot flood `mcpl serve`'s stderr (its

@@ -266,3 +266,108 @@ async fn an_incoming_refused_by_a_close_taken_after_the_call_is_a_notice() {
     drop(host_write);
     drop(drain);
 }
+
+/// A tool that checks `e` and hands its `push/event` to a task (the reference server's
+/// `schedule_event`), the task sending once `go` is notified: through a handle taken with
+/// `Session::deferred` at the check, or through the handler's own.
+fn spawning_server(deferred: bool, go: std::sync::Arc<tokio::sync::Notify>) -> Server {
+    Server::builder("race", "1.0.0")
+        .feature_set("t", "Tools", &[Capability::Tools])
+        .feature_set("e", "Events", &[Capability::PushEvents])
+        .tool(
+            "later",
+            "Pushes later",
+            json!({"type": "object"}),
+            move |session, _p| {
+                let go = go.clone();
+                async move {
+                    if !session.feature_available("e") {
+                        return Ok(ToolsCallResult::text("e is not available"));
+                    }
+                    let sender = if deferred {
+                        session.deferred()
+                    } else {
+                        session
+                    };
+                    tokio::spawn(async move {
+                        go.notified().await;
+                        let _ = sender.push_event(PushEvent::text("e", "later")).await;
+                    });
+                    Ok(ToolsCallResult::text("scheduled"))
+                }
+            },
+        )
+        .build()
+        .unwrap()
+}
+
+/// What the push `later` scheduled is reported as when the host disabled `e` (§6.7) after
+/// the tool checked it and before its task sent.
+async fn spawned_push_overtaken(deferred: bool) -> ServerDiagnostic {
+    let go = std::sync::Arc::new(tokio::sync::Notify::new());
+    let (host_end, server_end) = tokio::io::duplex(64 * 1024);
+    let (sr, sw) = tokio::io::split(server_end);
+    let session = spawning_server(deferred, go.clone())
+        .start(mcpl::transport::Transport::lines(sr, sw, "host"));
+    let mut diagnostics = session.diagnostics();
+    let (host_read, mut host_write) = tokio::io::split(host_end);
+    let mut lines = BufReader::new(host_read).lines();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18",
+                   "capabilities": {"experimental": {"mcpl": {"version": "0.5"}}},
+                   "clientInfo": {"name": "host", "version": "0"}}});
+    let policy = json!({"jsonrpc": "2.0", "id": 1, "method": "featureSets/update",
+        "params": {"effectiveCapabilities": ["tools", "pushEvents"]}});
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "later", "arguments": {}}});
+    for (id, frame) in [(0, init), (1, policy), (2, call)] {
+        host_write.write_all(&line(frame)).await.unwrap();
+        let v: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(v["id"], id, "{v}");
+        if id == 0 {
+            let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            host_write.write_all(&line(initialized)).await.unwrap();
+        }
+        if id == 2 {
+            assert_eq!(v["result"]["content"][0]["text"], "scheduled", "{v}");
+        }
+    }
+    let reduce = json!({"jsonrpc": "2.0", "method": "featureSets/update",
+        "params": {"disabled": ["e"]}});
+    host_write.write_all(&line(reduce)).await.unwrap();
+    settle().await;
+    assert!(!session.feature_available("e"), "the reduction is applied");
+    go.notify_one();
+    let said = loop {
+        match diagnostics.recv().await.unwrap() {
+            d if d.code().starts_with("send_refused") => break d,
+            _ => {}
+        }
+    };
+    assert!(said.to_string().contains("push/event"), "{said}");
+    said
+}
+
+/// §6.7: a tool that checked the grant and spawned its send could not win a reduction
+/// applied between its check and the spawned send; through `Session::deferred` taken at
+/// the check, that refusal is a notice. Before, the handler had no way to say when its call
+/// began, and the reference server's `schedule_event` met this as a `send_refused`, a
+/// `warn` line in `mcpl serve`.
+#[tokio::test(start_paused = true)]
+async fn a_deferred_send_overtaken_by_a_reduction_is_a_notice() {
+    let said = spawned_push_overtaken(true).await;
+    assert_eq!(said.code(), "send_refused_policy_changed", "{said}");
+    assert_eq!(said.kind(), DiagnosticKind::Notice, "{said}");
+}
+
+/// Through the handler's own handle, the send begins when it is made: the reduction was in
+/// force before it, so the refusal stays the author's (the send should have checked again).
+#[tokio::test(start_paused = true)]
+async fn a_plain_send_after_a_reduction_stays_the_authors() {
+    let said = spawned_push_overtaken(false).await;
+    assert!(
+        matches!(said, ServerDiagnostic::SendRefused { .. }),
+        "{said:?}"
+    );
+    assert_eq!(said.kind(), DiagnosticKind::AuthorMistake);
+}

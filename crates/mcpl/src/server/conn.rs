@@ -142,7 +142,7 @@ impl Server {
                 conn.stream_diagnostic(ServerDiagnostic::Connection(d));
             }
         });
-        let session = Session { conn: conn.clone() };
+        let session = Session::of(conn.clone());
         if let Some(factory) = &self.inner.handlers.fallback {
             *lock(&conn.fallback) = Some(factory(session.clone()));
         }

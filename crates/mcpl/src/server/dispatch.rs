@@ -202,7 +202,7 @@ where
     P: Send + 'static,
     R: Serialize + Send + 'static,
 {
-    let session = Session { conn: conn.clone() };
+    let session = Session::of(conn.clone());
     // Every request it takes is answered as the application gave it: encoded.
     run_handler(
         conn,

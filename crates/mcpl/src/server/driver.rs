@@ -613,9 +613,7 @@ impl Driver {
             }
             run.running = true;
         }
-        let session = Session {
-            conn: self.conn.clone(),
-        };
+        let session = Session::of(self.conn.clone());
         tokio::spawn(async move {
             let mut run = ReadyRun {
                 conn: session.conn.clone(),

@@ -148,7 +148,7 @@ pub(super) fn spawn_notification<P, R>(
             limit,
         });
     };
-    let session = Session { conn: conn.clone() };
+    let session = Session::of(conn.clone());
     let method = method.to_owned();
     let conn = conn.clone();
     tokio::spawn(async move {

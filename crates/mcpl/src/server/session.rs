@@ -30,6 +30,16 @@ use crate::protocol::{EmptyObject, Method};
 #[derive(Clone)]
 pub struct Session {
     pub(super) conn: Arc<Conn>,
+    /// What the negotiated state and the channels were when a [`Session::deferred`] handle
+    /// was taken: its sends count as begun then. `None`: each send begins when it is made.
+    began: Option<Began>,
+}
+
+/// The versions of the negotiated state and of the channels a deferred send began with.
+#[derive(Clone)]
+struct Began {
+    grant: watch::Receiver<GrantState>,
+    channels: watch::Receiver<Vec<ChannelDescriptor>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -90,6 +100,27 @@ impl InferenceStream {
 }
 
 impl Session {
+    /// A handle to the connection `conn` whose sends each begin when they are made.
+    pub(super) fn of(conn: Arc<Conn>) -> Self {
+        Session { conn, began: None }
+    }
+
+    /// A handle to this connection whose sends count as begun now, for a handler that
+    /// checks the grant ([`Self::granted`], [`Self::feature_available`]) and hands the send
+    /// to a task it spawns: a send through it that the policy refuses after the host changed
+    /// the negotiated state since this call (or, for `channels/incoming`, the channels) is
+    /// reported as a notice (`send_refused_policy_changed`, `send_refused_channels_changed`),
+    /// not as the author's mistake. The send itself is gated as any other (§6.7).
+    pub fn deferred(&self) -> Session {
+        Session {
+            conn: self.conn.clone(),
+            began: Some(Began {
+                grant: self.conn.grant_tx.subscribe(),
+                channels: self.conn.channels.subscribe(),
+            }),
+        }
+    }
+
     /// The negotiated state now.
     pub fn grant_state(&self) -> GrantState {
         self.conn.grant_state()
@@ -245,13 +276,23 @@ impl Session {
     /// naming a channel no longer held ([`SendError::UnknownChannel`]) after the channels
     /// the driver published ([`Self::channels`]) changed since the call began is reported
     /// as `send_refused_channels_changed`, a notice.
+    ///
+    /// Through a [`Self::deferred`] handle the call began when the handle was taken: a
+    /// tool that checked the grant and spawned its send (the reference server's
+    /// `schedule_event`) could not win a narrowing that came between its check and the
+    /// spawned send either.
     pub(super) async fn reported<T>(
         &self,
         method: &str,
         out: impl std::future::Future<Output = Result<T, SendError>>,
     ) -> Result<T, SendError> {
-        let seen = self.conn.grant_tx.subscribe();
-        let seen_channels = self.conn.channels.subscribe();
+        let (seen, seen_channels) = match &self.began {
+            Some(b) => (b.grant.clone(), b.channels.clone()),
+            None => (
+                self.conn.grant_tx.subscribe(),
+                self.conn.channels.subscribe(),
+            ),
+        };
         let r = out.await;
         if let Err(e) = &r {
             let by_policy = matches!(

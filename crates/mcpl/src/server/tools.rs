@@ -351,7 +351,7 @@ pub(super) fn spawn_list_changed(conn: &Arc<Conn>) {
             let initialized = conn.grant_tx.borrow().initialized;
             if initialized {
                 // After the frames the driver holds (the `initialize` answer among them).
-                let session = Session { conn };
+                let session = Session::of(conn);
                 if session.in_order(TOOLS_LIST_CHANGED, None).await.is_err() {
                     return;
                 }
