@@ -9,10 +9,11 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::{admit_at_server, Refusal, ServerDiagnostic};
-use crate::capability::Grant;
+use crate::capability::{Capability, CapabilitySet, Denied, Grant};
 use crate::jsonrpc::{ErrorObject, Notification};
 use crate::lifecycle::{LifecycleTracker, TurnEnd, TurnEvent};
 use crate::policy::{Form, ServerPolicyState};
+use crate::protocol::hooks::BeforeInference;
 use crate::protocol::lifecycle::LifecycleParams;
 use crate::protocol::Method as _;
 
@@ -206,12 +207,46 @@ pub(crate) fn route_host_request(
     if let Some(e) = super::admission::notification_as_request(info.name) {
         return Err(e);
     }
-    admit_under(policy, mcpl, method, params).map_err(|r| r.to_error(method))?;
+    admit_under(policy, mcpl, method, params).map_err(|r| match r {
+        Refusal::Denied(_) | Refusal::NotReady(_) if method == BeforeInference::NAME => Denied {
+            capability: hook_leaf_needed(params, policy.advertised()),
+        }
+        .to_error(),
+        r => r.to_error(method),
+    })?;
     Ok(if method == "featureSets/update" {
         RequestRoute::Policy
     } else {
         RequestRoute::Admitted
     })
+}
+
+/// The hook leaf a refused `context/beforeInference` with `params` needed, for its `-32002`
+/// `data.capability` (§5.4: one path). The method is admitted under `observe` or any inject
+/// leaf (§10.1), and the admission rule names the first of those alternatives, `observe`;
+/// but a call carrying no user text (`userMessage` `null` or absent, §10.1: as it is sent
+/// whenever observe is not granted) does not need `observe`, and naming it would tell the
+/// host to hand a write-only server the user's text. Reading where §5.4 is silent on which
+/// alternative to name: with user text, `observe` (only it lets the text be sent); without,
+/// the first inject leaf this server advertises (§5.1: what its hook's set `uses`, App. B.4
+/// order), then `observe` if it advertises only that, else `inject.system`.
+fn hook_leaf_needed(params: Option<&Value>, advertised: CapabilitySet) -> Capability {
+    let text = params
+        .and_then(Value::as_object)
+        .and_then(|p| crate::protocol::given(p, "userMessage"))
+        .is_some();
+    if text {
+        return Capability::Observe;
+    }
+    [
+        Capability::InjectSystem,
+        Capability::InjectBeforeUser,
+        Capability::InjectAfterUser,
+        Capability::Observe,
+    ]
+    .into_iter()
+    .find(|c| advertised.contains(*c))
+    .unwrap_or(Capability::InjectSystem)
 }
 
 /// The grant in force under `policy`: nothing until the first policy Request (§5.3).
