@@ -1466,6 +1466,24 @@ fn s8_the_same_tools_in_another_order_are_not_another_result() {
     passes_cleanly("no-manifest-shuffled", &["rpc.unknown-members-ignored"]);
 }
 
+/// §14.3: the channels a server knows for a connection change (it registers one between two
+/// requests). The unknown-member probe on `channels/list` compared its answer with the one
+/// the channel probes took earlier, so a server that registered a channel in between, and
+/// answered the probe exactly as without the member, failed `rpc.unknown-members-ignored`;
+/// it compares two answers taken back to back now.
+#[test]
+fn s14_3_a_channel_registered_between_the_two_lists_is_not_another_result() {
+    passes_cleanly(
+        "no-manifest-channels-grow",
+        &["rpc.unknown-members-ignored"],
+    );
+    let (_, doc) = scripted("no-manifest-channels-grow");
+    assert!(
+        detail(&doc, "rpc.unknown-members-ignored").starts_with("channels/list"),
+        "{doc:#}"
+    );
+}
+
 /// §14.6: the unknown-channel probes also use an id shaped like the server's own, and say
 /// which: a server that delivers to any id of its own shape fails; one that refuses a
 /// foreign shape with -32602 but an unknown channel of its shape with -32023 passes.

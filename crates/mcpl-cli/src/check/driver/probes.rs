@@ -93,8 +93,19 @@ impl Session {
             (ManifestFetch::NAME, Some(m))
         } else if let Reply::Result(r) = self.request(ToolsList::NAME, json!({})) {
             (ToolsList::NAME, Some(r))
-        } else if let Some(l) = self.listed.clone() {
-            (ChannelsList::NAME, Some(l))
+        } else if let Some(r) = self
+            .listed
+            .is_some()
+            .then(|| self.request(ChannelsList::NAME, json!({})))
+            .and_then(|r| match r {
+                Reply::Result(r) => Some(r),
+                _ => None,
+            })
+        {
+            // Taken now, back to back with the probe: the answer the channel probes took
+            // earlier may name fewer channels than the server holds by now (§14.3: the list
+            // is of the channels known for this connection, which change).
+            (ChannelsList::NAME, Some(r))
         } else if self.ping_answered {
             (Ping::NAME, None)
         } else {
@@ -115,10 +126,19 @@ impl Session {
                 if same {
                     self.rec
                         .record(id, Status::Pass, format!("{what} answered as without it"));
-                } else {
-                    let d = format!("{what} returned another result than without it");
-                    self.rec.record(id, Status::Fail, d);
+                    return;
                 }
+                let after = match (method, &before) {
+                    (ToolsList::NAME | ChannelsList::NAME, Some(_)) => {
+                        match self.request(method, json!({})) {
+                            Reply::Result(a) => Some(a),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                let (status, d) = repeat_verdict(&what, before.as_ref(), &r, after.as_ref());
+                self.rec.record(id, status, d);
             }
             r @ (Reply::Closed(_)
             | Reply::Timeout { .. }
@@ -541,6 +561,46 @@ impl Session {
 /// tell two answers apart (whether there is a next page does); and neither MCP's
 /// `tools/list` nor §14.3's `channels/list` gives its items an order, which a server
 /// listing them from a hash map changes from one call to the next.
+/// The verdict on a list answer `probe` (the request with an unknown member) that differs
+/// from `before`, the same request without it, given `after`, the same request without it
+/// once more (`None`: not asked, or not answered with a result). A server's tools and
+/// channels may change at any time (MCP's `list_changed`, §14.3), and a check never fails a
+/// conforming server: `probe` as `after` passes (the list changed before the probe); `before`
+/// and `after` differing, `probe` as neither, is skipped (the list changed while probed,
+/// nothing to compare with); only a probe answered otherwise than the two plain answers
+/// around it, which agree, fails.
+fn repeat_verdict(
+    what: &str,
+    before: Option<&Value>,
+    probe: &Value,
+    after: Option<&Value>,
+) -> (Status, String) {
+    let Some(after) = after.map(compared) else {
+        return (
+            Status::Fail,
+            format!("{what} returned another result than without it"),
+        );
+    };
+    if compared(probe) == after {
+        return (
+            Status::Pass,
+            format!("{what} answered as without it right after (the list changed before it)"),
+        );
+    }
+    if before.map(compared).as_ref() != Some(&after) {
+        return (
+            Status::Skip,
+            format!(
+                "{what}: the list changed with every request (§14.3), so no answer without the member is the same to compare with"
+            ),
+        );
+    }
+    (
+        Status::Fail,
+        format!("{what} returned another result than without it, before and after"),
+    )
+}
+
 fn compared(v: &Value) -> Value {
     let mut v = without_meta(v);
     if let Some(cursor) = v.get_mut("nextCursor").filter(|c| c.is_string()) {
@@ -570,8 +630,26 @@ fn without_meta(v: &Value) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use super::compared;
+    use super::{compared, repeat_verdict};
+    use crate::check::report::Status;
     use serde_json::json;
+
+    /// A probe answer that differs from the plain one before it is judged against a plain
+    /// one right after (§14.3: the list may change meanwhile): passed when it matches that,
+    /// skipped when the list changed across the probe, failed only when the plain answers
+    /// around it agree and it does not.
+    #[test]
+    fn s8_a_changed_list_is_judged_by_the_answers_around_the_probe() {
+        let list = |ids: &[&str]| json!({ "channels": ids.iter().map(|i| json!({ "id": i })).collect::<Vec<_>>() });
+        let (a, ab, abc) = (list(&["a"]), list(&["a", "b"]), list(&["a", "b", "c"]));
+        let verdict = |before: &serde_json::Value, probe, after: Option<&serde_json::Value>| {
+            repeat_verdict("channels/list …", Some(before), probe, after).0
+        };
+        assert_eq!(verdict(&a, &ab, Some(&ab)), Status::Pass);
+        assert_eq!(verdict(&a, &ab, Some(&abc)), Status::Skip);
+        assert_eq!(verdict(&a, &ab, Some(&a)), Status::Fail);
+        assert_eq!(verdict(&a, &ab, None), Status::Fail);
+    }
 
     /// §8's probe tells answers apart by what they list, not by the order of the items or
     /// the text of an opaque cursor: another tool, or a next page where there was none, is
