@@ -367,6 +367,17 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
     }
 }
 
+/// §6.5: an answer injecting under a `featureSet` that is no string fails
+/// `hooks.injection-shape` saying so, with the value it gave; it was told "injections
+/// returned without a featureSet", as if it had named none.
+#[test]
+fn s6_5_a_feature_set_that_is_no_string_is_called_so() {
+    let doc = fails_exactly("injection-feature-set-number", &["hooks.injection-shape"]);
+    let d = detail(&doc, "hooks.injection-shape");
+    assert!(d.contains("featureSet 5 is not a string"), "{d}");
+    assert!(!d.contains("without a featureSet"), "{d}");
+}
+
 /// §14.2: a descriptor's `id` is unique within the connection, and §14.5's per-descriptor
 /// results key on it, so one message naming an id twice leaves the host's answer ambiguous.
 /// `channels.descriptor-shape` judged each descriptor alone and passed both; the defect has

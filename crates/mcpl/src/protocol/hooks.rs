@@ -214,8 +214,16 @@ pub fn result_defects(result: &Value) -> Vec<String> {
         Some(_) => return vec!["contextInjections is not an array".into()],
     };
     let mut out = Vec::new();
-    if !injections.is_empty() && !obj.get("featureSet").is_some_and(Value::is_string) {
-        out.push("injections returned without a featureSet (§6.5)".into());
+    if !injections.is_empty() {
+        match super::given(obj, "featureSet") {
+            Some(Value::String(_)) => {}
+            None => out.push("injections returned without a featureSet (§6.5)".into()),
+            Some(other) => out.push(format!(
+                "featureSet {} is not a string: name the feature set the injections belong \
+                 to (§6.5)",
+                scalar_or_kind(other)
+            )),
+        }
     }
     out.extend(super::listed_defects(
         injections
@@ -226,10 +234,38 @@ pub fn result_defects(result: &Value) -> Vec<String> {
     super::listed_defects(out)
 }
 
+/// A number or boolean as written, anything else by its JSON kind (an array or object
+/// may be long; a defect names what is wrong, not all of it).
+fn scalar_or_kind(v: &Value) -> String {
+    match v {
+        Value::Number(_) | Value::Bool(_) => v.to_string(),
+        Value::Array(_) => "(an array)".into(),
+        Value::Object(_) => "(an object)".into(),
+        Value::String(_) => "(a string)".into(),
+        Value::Null => "null".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// §6.5: injections under a `featureSet` that is no string are told that, not that they
+    /// name none; `null` is the member absent (`super::given`).
+    #[test]
+    fn s6_5_a_feature_set_of_another_type_is_named() {
+        let inj = json!([{"namespace": "n", "position": "system", "content": "c"}]);
+        for (fs, said) in [
+            (json!(5), "featureSet 5 is not a string"),
+            (json!({"a": 1}), "featureSet (an object) is not a string"),
+            (json!(null), "without a featureSet"),
+        ] {
+            let d = result_defects(&json!({"featureSet": fs, "contextInjections": inj}));
+            assert_eq!(d.len(), 1, "{d:?}");
+            assert!(d[0].contains(said), "{d:?}");
+        }
+    }
 
     /// §10.4: one defect per rule broken.
     #[test]
