@@ -99,3 +99,32 @@ async fn s10_1_a_hook_refused_with_user_text_names_observe() {
         "{refused}"
     );
 }
+
+/// §5.3, §6.7: a policy list written `null` is refused (`-32602`), not read as absent: read
+/// so, `enabled: null` would enable every declared set where the host may have meant none
+/// (fail closed). The refusal says that is why, and how to leave the member out; it said
+/// only "must be an array of strings", which a host writing `null` for "not set" reads as
+/// a type error it did not make.
+#[tokio::test]
+async fn s6_7_a_policy_list_written_null_is_refused_saying_so() {
+    for field in [
+        "enabled",
+        "disabled",
+        "deniedCapabilities",
+        "effectiveCapabilities",
+    ] {
+        let mut p = policy(1, json!(["tools"]));
+        p["params"][field] = Value::Null;
+        let got = answers(write_only(), &[p]).await;
+        let refused = &got[0];
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert_eq!(
+            refused["error"]["data"]["reason"], "not_string_array",
+            "{refused}"
+        );
+        let said = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(said.contains(field), "{said}");
+        assert!(said.contains("`null`"), "{said}");
+        assert!(said.contains("omit"), "{said}");
+    }
+}

@@ -21,8 +21,12 @@ pub enum PolicyError {
     /// `params` is neither an object nor absent/`null`.
     #[error("featureSets/update params must be an object: the sender must send {{effectiveCapabilities, enabled?, disabled?}} (§5.3)")]
     ParamsNotObject,
-    /// A list member is not an array of strings.
-    #[error("featureSets/update `{field}` must be an array of strings: the sender must list capability paths or feature-set names as strings (§5.3)")]
+    /// A list member is not an array of strings, `null` included. Reading (§5.3, §6.7): a
+    /// list written `null` is not read as absent, since `enabled` absent enables every
+    /// declared set and `disabled` absent disables none, either of which may widen what a
+    /// host writing `null` meant; so it is refused (fail closed), and the text says how to
+    /// leave the member out.
+    #[error("featureSets/update `{field}` must be an array of strings: the sender must list capability paths or feature-set names as strings, and omit the member to leave it out (`null` is refused, not read as absent, §5.3)")]
     NotStringArray {
         /// The offending member.
         field: &'static str,
