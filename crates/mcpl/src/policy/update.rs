@@ -26,7 +26,7 @@ pub enum PolicyError {
     /// declared set and `disabled` absent disables none, either of which may widen what a
     /// host writing `null` meant; so it is refused (fail closed), and the text says how to
     /// leave the member out.
-    #[error("featureSets/update `{field}` must be an array of strings: the sender must list capability paths or feature-set names as strings, and omit the member to leave it out (`null` is refused, not read as absent, §5.3)")]
+    #[error("featureSets/update `{field}` must be an array of strings (`null` is refused, not read as absent: omit the member to leave it out): the sender must list capability paths or feature-set names as strings (§5.3)")]
     NotStringArray {
         /// The offending member.
         field: &'static str,
