@@ -24,8 +24,9 @@ pub struct FeatureSetDeclaration {
 /// Why a declaration's `uses` is invalid (§6.2, §6.4 rule 1): all map to `invalid_uses`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UsesError {
-    /// `uses` is absent (or `null`).
-    #[error("uses is absent: list the §6.2 capability paths the feature set exercises")]
+    /// `uses` is absent, or written `null`: read as absent, which for a required member is
+    /// the same refusal (fail closed, §6.4 rule 1: nothing is guessed).
+    #[error("uses is absent or null: list the §6.2 capability paths the feature set exercises")]
     Absent,
     /// `uses` is not an array.
     #[error("uses is not an array: give a list of §6.2 capability paths")]
@@ -460,6 +461,17 @@ pub fn feature_set_gate(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// §6.2, §6.4 rule 1: `uses` written `null` is refused as absent is, and the refusal says
+    /// `null` too, so an author who wrote it is not told the member is missing.
+    #[test]
+    fn s6_4_uses_written_null_is_refused_saying_so() {
+        let d: FeatureSetDeclaration =
+            serde_json::from_value(serde_json::json!({"description": "d", "uses": null})).unwrap();
+        let e = d.validated_uses().unwrap_err();
+        assert_eq!(e, UsesError::Absent);
+        assert!(e.to_string().contains("absent or null"), "{e}");
+    }
 
     /// §6.3 matching as first written (each side split into segments up front): the model
     /// the walk along the name must agree with.
