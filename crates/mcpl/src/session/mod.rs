@@ -25,23 +25,23 @@
 //! published.
 //!
 //! The machines take only messages. A line that is none is its driver's to answer
-//! (JSON-RPC 2.0 §5): [`ParseError::answer`] is that answer, [`ParseError::Invalid`] with
-//! `-32600` and the id it carries when one could be read, [`ParseError::Json`] with
+//! (JSON-RPC 2.0 §5), with what [`ParseError::owed_answer`] gives and only then: it is the
+//! rule the async drivers' peer answers by, so a driver answers a line exactly when the
+//! peer does and a sender ends its wait either way. It gives nothing for a line owed
+//! nothing: a junk line, a response (answering one can loop), a notification nested past
+//! the parser (§4.1). Otherwise [`ParseError::Invalid`] is
+//! answered `-32600` under the id it carries when one could be read, [`ParseError::Json`]
 //! `-32700` under the id of a request the text showed whole and without doubt before the
 //! byte the parser failed at (`"jsonrpc": "2.0"`, a `method` and exactly one ended `id`, a
-//! string or an integer: [`refused_request_id`]), else a null id. It is the rule the async
-//! drivers' peer answers by, so a sender ends its wait either way. A request nested past the
-//! parser's depth (possibly valid JSON) is answered `-32600` (`reason: "nesting"`) under
-//! the id read past the nesting, by both. A driver that drops such a line leaves a request
-//! unanswered. [`ParseError::owed_answer`] is that answer when the line is owed one, by the
-//! peer's reading: none for a junk line, a response (answering one can loop), or a
-//! notification nested past the parser; a driver writes what it gives, so it answers a
-//! line exactly when the peer does.
+//! string or an integer: [`refused_request_id`]), else a null id; a request nested past
+//! the parser's depth (possibly valid JSON) `-32600` (`reason: "nesting"`) under the id
+//! read past the nesting. A driver that drops an owed line leaves a request unanswered;
+//! one that writes `ParseError::answer` (an answer for every text) answers responses and
+//! notifications too.
 //!
 //! [`ParseError::owed_answer`]: crate::jsonrpc::ParseError::owed_answer
 //! [`ParseError::Json`]: crate::jsonrpc::ParseError::Json
 //! [`ParseError::Invalid`]: crate::jsonrpc::ParseError::Invalid
-//! [`ParseError::answer`]: crate::jsonrpc::ParseError::answer
 //! [`refused_request_id`]: crate::jsonrpc::refused_request_id
 //!
 //! A host and a server wired back to back, every frame through its JSON text:

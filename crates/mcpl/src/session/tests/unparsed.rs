@@ -1,7 +1,7 @@
 //! A line that is no message, answered by a driver of the machines (JSON-RPC 2.0 §5): a
 //! request whose id the text showed whole and without doubt before the parser's error is
-//! answered `-32700` under that id ([`crate::jsonrpc::ParseError::answer`], the rule the
-//! async peer answers by); every id in doubt keeps `null`. Before, `ParseError::Json`
+//! answered `-32700` under that id ([`crate::jsonrpc::ParseError::owed_answer`], the rule
+//! the async peer answers by); every id in doubt keeps `null`. Before, `ParseError::Json`
 //! carried no id, so such a driver answered `id: null` and the sender waited for its own
 //! deadline.
 
@@ -9,7 +9,9 @@ use super::*;
 use crate::jsonrpc::codes;
 
 /// A driver's reading of one line the host wrote: a message goes to the machine; a text
-/// that is none is answered by the driver, with what `ParseError::answer` gives.
+/// that is none is answered by the driver with what `ParseError::owed_answer` gives, and
+/// only then (a response, a notification nested past the parser, a junk line are owed
+/// nothing).
 fn server_reads(p: &mut Pair, line: &str) {
     match Message::parse(line) {
         Ok(m) => {
@@ -17,8 +19,9 @@ fn server_reads(p: &mut Pair, line: &str) {
             p.collect();
         }
         Err(e) => {
-            let answer = Message::Response(e.answer(line));
-            p.to_host.push_back(answer.to_json());
+            if let Some(answer) = e.owed_answer(line) {
+                p.to_host.push_back(Message::Response(answer).to_json());
+            }
         }
     }
 }
@@ -159,6 +162,36 @@ fn a_request_nested_too_deep_is_answered_32600_under_its_id() {
         assert_eq!(
             error.data.as_ref().map(|d| &d["reason"]),
             Some(&json!("nesting"))
+        );
+    }
+}
+
+/// A line owed no answer gets none from a driver (JSON-RPC 2.0 §5: a response is never
+/// answered, that could loop; §4.1: nor a notification; a junk line is no message): a
+/// response that does not parse, a notification nested past the parser, a response nested
+/// so, a junk line. A driver writes [`crate::jsonrpc::ParseError::owed_answer`], as the peer
+/// answers.
+#[test]
+fn a_line_owed_nothing_gets_no_answer_from_the_driver() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    p.collect();
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"result":[1e400]}"#.to_owned(),
+        format!(r#"{{"jsonrpc":"2.0","method":"m","params":{deep}}}"#),
+        format!(r#"{{"jsonrpc":"2.0","id":2,"result":{deep}}}"#),
+        "not json at all".to_owned(),
+    ];
+    for line in lines {
+        assert!(Message::parse(&line).is_err(), "{line}");
+        let before = p.to_host.len();
+        server_reads(&mut p, &line);
+        p.collect();
+        let wrote: Vec<&String> = p.to_host.iter().skip(before).collect();
+        assert!(
+            wrote.is_empty(),
+            "{}: {wrote:?}",
+            &line[..line.len().min(40)]
         );
     }
 }
