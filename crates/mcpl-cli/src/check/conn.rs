@@ -47,7 +47,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::spread::{SpreadReader, Spreads};
 use super::stderr::Tail;
 use classify::{
-    classify_answered, discard, discard_answer, envelope_of, not_text_refusal, repeated_name,
+    classify_answered, costly_answer, discard, discard_answer, not_text_refusal, repeated_name,
 };
 pub use event::Event;
 use mcpl::protocol::push::timestamp_millis;
@@ -588,13 +588,13 @@ async fn pump(
                     let parsed = mcpl::jsonrpc::parsed_cost(text);
                     let limit = mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST;
                     if parsed > limit {
-                        discard_answer(
+                        costly_answer(
                             format!(
                                 "a message of {} bytes that would cost {parsed} units parsed, \
                                  over the limit of {limit} (discarded unread)",
                                 text.len()
                             ),
-                            envelope_of(text).as_deref(),
+                            text,
                             transcript.as_ref(),
                         )
                     } else {
@@ -627,6 +627,7 @@ async fn pump(
                         "a message of {bytes} bytes exceeds the {limit}-byte limit (discarded)"
                     ),
                     reader.discarded_head(),
+                    false,
                     transcript.as_ref(),
                 ),
                 Ok(Some(Frame::OverBudget { bytes, limit })) => discard_answer(
@@ -635,6 +636,7 @@ async fn pump(
                          buffered partial messages is exhausted (discarded)"
                     ),
                     reader.discarded_head(),
+                    false,
                     transcript.as_ref(),
                 ),
                 Ok(Some(Frame::NotText { reason })) => {

@@ -313,12 +313,21 @@ pub enum Refusal {
 /// What the async peer does with a message discarded unread, from what its transport kept
 /// of it (`kept`: the envelope summary, or the first bytes of what is no object,
 /// `transport::FrameReader::discarded_head`), so another reader (`mcpl check`) answers
-/// such a message exactly as the peer does. A response's id is read as an id
-/// ([`RequestId`]'s reading; the peer also reads a whole float against its own requests
-/// outstanding).
+/// such a message exactly as the peer does: [`refusal_of`] with `whole_text` false.
 pub fn discarded_refusal(kept: &[u8]) -> Refusal {
+    refusal_of(kept, false)
+}
+
+/// What the async peer does with a message it refused unread, by its one rule: `kept` is
+/// what it holds of it, `whole_text` whether that is the whole text (a text refused for its
+/// parsed cost: the peer reads it whole, so one that shows no `method` or outcome and is
+/// no object read whole is answered under id null, JSON-RPC 2.0 §5) or only what a
+/// transport kept of one it discarded (first bytes or envelope summary: showing too little
+/// is reported only). A response's id is read as an id ([`RequestId`]'s reading; the peer
+/// also reads a whole float against its own requests outstanding).
+pub fn refusal_of(kept: &[u8], whole_text: bool) -> Refusal {
     let head = Head::read(kept);
-    match head.then(false, false) {
+    match head.then(whole_text, false) {
         Then::Answer(id) => Refusal::Answer(id),
         Then::Fail { .. } => Refusal::Response(match head.id {
             IdSeen::Id(id) => Some(id),

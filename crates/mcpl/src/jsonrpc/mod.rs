@@ -914,7 +914,7 @@ mod cost;
 pub(crate) mod doubled;
 mod encoded;
 pub(crate) mod head;
-pub use head::{discarded_refusal, Refusal};
+pub use head::{discarded_refusal, refusal_of, Refusal};
 // The runtime's transports and peer read it whole; without them only the reading of a
 // refused text's id (`unparsed`) is used.
 #[cfg_attr(not(feature = "runtime"), allow(dead_code))]

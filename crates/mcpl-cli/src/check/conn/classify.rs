@@ -140,22 +140,25 @@ pub(super) fn repeated_name(text: &str, event: &Event) -> Option<Event> {
 
 /// A frame the checker did not read (discarded by the transport, or refused unbuilt for
 /// its parsed cost; `why`), logged as [`discard`] logs it, and told by the library's peer's
-/// one rule ([`mcpl::jsonrpc::discarded_refusal`]) from what was kept of it (`summary`,
-/// [`mcpl::transport::FrameReader::discarded_head`] or [`envelope_of`]): an
+/// one rule ([`mcpl::jsonrpc::refusal_of`]) from what was kept of it (`kept`: the first
+/// bytes or envelope summary a transport kept, [`mcpl::transport::FrameReader::discarded_head`],
+/// or the whole text, `whole_text`, as the peer holds a text refused for its cost): an
 /// [`Event::Unread`] when it shows a response under a usable id, so a wait for that answer
 /// ends on it, said as what it is (not as silence); an [`Event::Unanswerable`] when the
 /// peer answers it (a request, under id null when its id is none, named twice or cut:
-/// JSON-RPC 2.0 §5; a batch; bytes that are no UTF-8); else as [`discard`].
+/// JSON-RPC 2.0 §5; a batch; bytes that are no UTF-8; a whole text that shows nothing of a
+/// message and is no object); else as [`discard`].
 pub(super) fn discard_answer(
     why: String,
-    summary: Option<&[u8]>,
+    kept: Option<&[u8]>,
+    whole_text: bool,
     transcript: Option<&Transcript>,
 ) -> (Event, usize) {
     if let Some(t) = transcript {
         t.write_discarded(&why);
     }
     use mcpl::jsonrpc::Refusal;
-    let event = match summary.map(mcpl::jsonrpc::discarded_refusal) {
+    let event = match kept.map(|kept| mcpl::jsonrpc::refusal_of(kept, whole_text)) {
         Some(Refusal::Answer(id)) => Event::Unanswerable { id, why },
         Some(Refusal::Response(Some(id))) => Event::Unread { id, why },
         // A response under no usable id (it answers nothing of the checker's), a
@@ -166,20 +169,15 @@ pub(super) fn discard_answer(
     (event, cost)
 }
 
-/// The envelope summary of a text the pump holds whole ([`Envelope::summary`], bounded:
-/// the text is read once, nothing of it kept but its envelope members); for a text that is
-/// no object, its first bytes, as a transport keeps them
-/// ([`mcpl::transport::FrameReader::discarded_head`]).
-///
-/// [`Envelope::summary`]: mcpl::transport::envelope::Envelope::summary
-pub(super) fn envelope_of(text: &str) -> Option<Vec<u8>> {
-    let mut envelope = mcpl::transport::envelope::Envelope::new();
-    envelope.feed(text.as_bytes());
-    envelope.summary(true).or_else(|| {
-        let head = text.as_bytes();
-        let kept = head.len().min(mcpl::transport::DISCARDED_HEAD_BYTES);
-        Some(head.get(..kept).unwrap_or(head).to_vec())
-    })
+/// A text the pump holds whole refused unbuilt for its parsed cost (`why`), told as the
+/// library's peer tells it: read whole ([`discard_answer`] with the whole-text flag), as
+/// the peer reads it.
+pub(super) fn costly_answer(
+    why: String,
+    text: &str,
+    transcript: Option<&Transcript>,
+) -> (Event, usize) {
+    discard_answer(why, Some(text.as_bytes()), true, transcript)
 }
 
 /// A frame the transport discarded, logged to the transcript, with what its event holds.
@@ -214,6 +212,21 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a line transport keeps of a text it discards whole for its size: its envelope
+    /// summary ([`Envelope::summary`], bounded); for a text that is no object, its first
+    /// bytes ([`mcpl::transport::FrameReader::discarded_head`]).
+    ///
+    /// [`Envelope::summary`]: mcpl::transport::envelope::Envelope::summary
+    fn envelope_of(text: &str) -> Option<Vec<u8>> {
+        let mut envelope = mcpl::transport::envelope::Envelope::new();
+        envelope.feed(text.as_bytes());
+        envelope.summary(true).or_else(|| {
+            let head = text.as_bytes();
+            let kept = head.len().min(mcpl::transport::DISCARDED_HEAD_BYTES);
+            Some(head.get(..kept).unwrap_or(head).to_vec())
+        })
+    }
 
     /// JSON-RPC 2.0 §5.1, as the library's peer reads a text that does not parse: a request
     /// whose id was told before the error is answered `-32700` under it; one whose id is
@@ -349,14 +362,18 @@ mod tests {
     /// response's id, cut so, names nothing; a notification is not answered.
     #[test]
     fn a_discarded_message_is_answered_as_the_library_answers_it() {
-        let read =
-            |summary: Option<Vec<u8>>| match discard_answer("why".into(), summary.as_deref(), None)
-                .0
-            {
-                Event::Unanswerable { id, .. } => Some(Ok(id)),
-                Event::Unread { id, .. } => Some(Err(id)),
-                _ => None,
-            };
+        let read = |summary: Option<Vec<u8>>| match discard_answer(
+            "why".into(),
+            summary.as_deref(),
+            false,
+            None,
+        )
+        .0
+        {
+            Event::Unanswerable { id, .. } => Some(Ok(id)),
+            Event::Unread { id, .. } => Some(Err(id)),
+            _ => None,
+        };
         let part = |text: &str| {
             let mut envelope = mcpl::transport::envelope::Envelope::new();
             envelope.feed(text.as_bytes());
@@ -387,6 +404,29 @@ mod tests {
         assert_eq!(read(whole(r#"{"jsonrpc":"2.0","method":"m"}"#)), None);
     }
 
+    /// A text refused unbuilt for its parsed cost is held whole, and read whole as the
+    /// library's peer reads it (`Head::then` with the whole-text flag): an object broken
+    /// before any `method` or outcome (`{"a":[…] x`) is answered `-32600` under id null by
+    /// the peer (JSON-RPC 2.0 §5), so the checker says it is owed an answer, not a discard;
+    /// a whole object with no `method` reads as a response, never answered.
+    #[test]
+    fn a_costly_text_is_read_whole_as_the_peer_reads_it() {
+        let costly = |text: &str| match costly_answer("why".into(), text, None).0 {
+            Event::Unanswerable { id, .. } => Some(Ok(id)),
+            Event::Unread { id, .. } => Some(Err(id)),
+            _ => None,
+        };
+        let broken = format!(r#"{{"a":[{}0] x"#, "0,".repeat(50));
+        assert_eq!(costly(&broken), Some(Ok(None)), "{broken}");
+        let whole = format!(r#"{{"a":[{}0]}}"#, "0,".repeat(50));
+        assert_eq!(costly(&whole), None, "{whole}");
+        let request = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"m","params":[{}0]}}"#,
+            "0,".repeat(50)
+        );
+        assert_eq!(costly(&request), Some(Ok(Some(3_i64.into()))));
+    }
+
     /// JSON-RPC 2.0 §5: a request the checker discarded unread is answered even when its id
     /// cannot be used (`null`, a fraction, an object, an id or method name too long to keep,
     /// which the summary writes `null`): under id null, as the library's peer answers it.
@@ -394,11 +434,17 @@ mod tests {
     /// nothing of the checker's.
     #[test]
     fn a_discarded_request_under_an_unusable_id_is_answered_under_null() {
-        let answered =
-            |text: &str| match discard_answer("why".into(), envelope_of(text).as_deref(), None).0 {
-                Event::Unanswerable { id, .. } => Some(id),
-                _ => None,
-            };
+        let answered = |text: &str| match discard_answer(
+            "why".into(),
+            envelope_of(text).as_deref(),
+            false,
+            None,
+        )
+        .0
+        {
+            Event::Unanswerable { id, .. } => Some(id),
+            _ => None,
+        };
         let long = "m".repeat(2 * mcpl::transport::envelope::MAX_VALUE_BYTES);
         let long_method = format!(r#"{{"jsonrpc":"2.0","id":4,"method":"{long}"}}"#);
         let long_id = format!(r#"{{"jsonrpc":"2.0","id":"{long}","method":"x"}}"#);
@@ -418,7 +464,7 @@ mod tests {
         assert_eq!(answered(r#"{"jsonrpc":"2.0","method":"x"}"#), None);
         let response = r#"{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"m"}}"#;
         assert!(matches!(
-            discard_answer("why".into(), envelope_of(response).as_deref(), None).0,
+            discard_answer("why".into(), envelope_of(response).as_deref(), false, None).0,
             Event::Invalid(_)
         ));
     }
