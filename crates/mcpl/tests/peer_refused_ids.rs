@@ -397,9 +397,10 @@ async fn a_refused_answer_weighs_its_failure_not_a_frame() {
     }
 }
 
-/// What may come before a message (JSON whitespace, a byte order mark, and the Unicode
-/// whitespace the reader trims from a frame's text) is skipped alike whichever way it is
-/// read: a request after it is answered under its id, taken or refused.
+/// What may come before a message is read alike whichever way the message is read: a
+/// request after it is answered under its id, taken or refused. JSON whitespace and a byte
+/// order mark are read past (RFC 8259 §2, §8.1); other Unicode whitespace is read past for
+/// the id alone, the message refused (`jsonrpc::message_lead`).
 #[tokio::test(start_paused = true)]
 async fn a_request_after_leading_whitespace_is_answered_alike() {
     let (_peer, incoming, mut raw) = raw_peer(config());
@@ -554,5 +555,50 @@ async fn an_id_after_huge_params_is_answered_after_unicode_whitespace_too() {
         let got = exchange(&mut raw, &line).await;
         assert_eq!(got.len(), 1, "{before:?}: {got:?}");
         assert_eq!(got[0]["id"], 12, "{before:?}: {}", got[0]);
+    }
+}
+
+/// RFC 8259 §2: only space, tab, line feed and carriage return are whitespace in a JSON
+/// text (and §8.1 lets a parser ignore one byte order mark). A message after other Unicode
+/// whitespace (a no-break space, U+2028, an ideographic space) is no JSON text: a strict
+/// peer or proxy rejects it, so taking it would be a parser differential. It is refused by
+/// the one rule for a refused text: a request answered `-32700` under its id (not run), a
+/// notification not answered (JSON-RPC 2.0 §4.1). Before, all were taken and run.
+#[tokio::test(start_paused = true)]
+async fn a_message_after_whitespace_json_does_not_have_is_refused() {
+    let (_peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    for before in [
+        "\u{a0}",
+        "\u{2028}",
+        " \u{3000}",
+        "\u{feff}\u{a0}",
+        "\u{85}",
+    ] {
+        let line = format!(r#"{before}{{"jsonrpc":"2.0","id":7,"method":"m","params":{{}}}}"#);
+        let got = exchange(&mut raw, &line).await;
+        assert_eq!(got.len(), 1, "{before:?}: {got:?}");
+        assert_eq!(got[0]["id"], 7, "{before:?}: {}", got[0]);
+        assert_eq!(got[0]["error"]["code"], -32700, "{before:?}: {}", got[0]);
+        let line = format!(r#"{before}{{"jsonrpc":"2.0","method":"m"}}"#);
+        assert_eq!(
+            exchange(&mut raw, &line).await,
+            Vec::<Value>::new(),
+            "{before:?}"
+        );
+        // Whitespace after the message is JSON whitespace or text the parser refuses.
+        let line = format!(r#"{{"jsonrpc":"2.0","id":8,"method":"m"}}{before}"#);
+        let got = exchange(&mut raw, &line).await;
+        assert_eq!(got.len(), 1, "{before:?}: {got:?}");
+        assert_eq!(got[0]["error"]["code"], -32700, "{before:?}: {}", got[0]);
+    }
+    for before in [" \t\r", "\u{feff}", " \u{feff}\t"] {
+        let line = format!(r#"{before}{{"jsonrpc":"2.0","id":9,"method":"m"}}  "#);
+        let got = exchange(&mut raw, &line).await;
+        assert_eq!(
+            got,
+            vec![json!({"jsonrpc":"2.0","id":9,"result":"ok"})],
+            "{before:?}"
+        );
     }
 }

@@ -38,8 +38,9 @@ pub const MAX_VALUE_BYTES: usize = 6 * crate::jsonrpc::MAX_ID_BYTES + 2;
 /// Where the scan is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum At {
-    /// Before the object: what the peer reads past before a message is skipped (any
-    /// whitespace `str::trim_start` takes, one UTF-8 byte order mark).
+    /// Before the object: what the peer reads past before a message for its id is skipped
+    /// (any whitespace `str::trim_start` takes, one UTF-8 byte order mark; the lenient
+    /// start of `jsonrpc::message_lead`).
     Start,
     /// Expecting a member name (or the end, right after `{`).
     Name { first: bool },
@@ -114,10 +115,13 @@ pub struct Envelope {
 }
 
 /// What precedes a message, read past a byte at a time: what the peer reads past before a
-/// frame's text's message ([`super::message_start`]: any whitespace `str::trim_start`
-/// takes, one UTF-8 byte order mark), so a message's envelope (and a batch's,
-/// [`batch::BatchSighted`]) is read wherever its text's message is. The one reading of
-/// the byte readers; at most one character's bytes (4) are held.
+/// frame's text's message for its id ([`super::message_start`]: any whitespace
+/// `str::trim_start` takes, one UTF-8 byte order mark), so a message's envelope (and a
+/// batch's, [`batch::BatchSighted`]) is read wherever its text's message is. Only messages
+/// refused whole are read so (over the size limit, refused part read, no text), so reading
+/// past more than JSON whitespace here takes nothing a strict peer rejects
+/// ([`super::message_lead`], RFC 8259 §2): it only finds the id the refusal is answered
+/// under. The one reading of the byte readers; at most one character's bytes (4) are held.
 #[derive(Debug, Default)]
 pub(crate) struct Lead {
     /// The bytes of a character not yet whole.

@@ -594,16 +594,23 @@ impl Message {
     }
 
     /// Parses one JSON text as a single message (the fast path first, then the slow one),
-    /// read past what precedes and follows it as the async peer reads a frame's text
-    /// (whitespace and a UTF-8 byte order mark before it, RFC 8259 §8.1; whitespace after
-    /// it): one reading, so a driver of the sans-I/O machines takes what the peer takes.
+    /// read past what precedes and follows it as the async peer reads a frame's text (JSON
+    /// whitespace and one UTF-8 byte order mark before it, RFC 8259 §2, §8.1; JSON
+    /// whitespace after it): one reading, so a driver of the sans-I/O machines takes what
+    /// the peer takes. A message after other whitespace (a no-break space) is no JSON text:
+    /// [`ParseError::Json`], owed what the peer answers ([`ParseError::owed_answer`]).
     pub fn parse(text: &str) -> Result<Message, ParseError> {
-        let text = message_text(text);
-        if let Some(m) = Message::parse_object(text) {
-            return Ok(m);
+        let (text, json_lead) = message_read(text);
+        if json_lead {
+            if let Some(m) = Message::parse_object(text) {
+                return Ok(m);
+            }
         }
         let value: Value =
             serde_json::from_str(text).map_err(|e| ParseError::Json(e.to_string()))?;
+        if !json_lead {
+            return Err(ParseError::Json(LEAD_REFUSED.to_owned()));
+        }
         // What a `Value` loses: a request's member named twice (only a request-shaped
         // object is read again).
         let doubled = match value.get("method") {
@@ -686,7 +693,11 @@ impl ParseError {
     /// `None` (a null id) otherwise.
     pub fn answer_id(&self, text: &str) -> Option<RequestId> {
         match self {
-            ParseError::Json(_) => refused_request_id(message_text(text)),
+            ParseError::Json(_) => match lead_refusal(text) {
+                Some(head::Then::Answer(id)) => id,
+                Some(_) => None,
+                None => refused_request_id(message_text(text)),
+            },
             ParseError::Invalid(i) => i.id.clone(),
         }
     }
@@ -708,7 +719,10 @@ impl ParseError {
             return None;
         }
         let owed = match self {
-            ParseError::Json(_) => match unparsed::refusal(message_text(text)) {
+            ParseError::Json(_) => match lead_refusal(text)
+                .map(|then| (then, false))
+                .or_else(|| unparsed::refusal(message_text(text)))
+            {
                 Some((then, _)) => matches!(
                     then,
                     head::Then::Answer(_) | head::Then::Fail { trailing: true }
@@ -914,6 +928,7 @@ mod cost;
 pub(crate) mod doubled;
 mod encoded;
 pub(crate) mod head;
+mod lead;
 pub use head::{discarded_refusal, refusal_of, Refusal};
 // The runtime's transports and peer read it whole; without them only the reading of a
 // refused text's id (`unparsed`) is used.
@@ -929,26 +944,11 @@ pub use cost::{
 pub use encoded::Encoded;
 #[cfg(feature = "runtime")]
 pub(crate) use hot::{parse_answer, parse_lifecycle, parse_tools_call, read_tools_call_result};
+#[cfg(feature = "runtime")]
+pub(crate) use lead::lead_refused;
+pub(crate) use lead::{lead_refusal, message_start, message_text, LEAD_REFUSED};
+pub use lead::{message_lead, message_read};
 pub use unparsed::{not_text_answer, not_text_request_id, refused_request_id, too_deep};
 
 #[cfg(test)]
 mod tests;
-
-/// `text` from where its message starts: past the whitespace and the UTF-8 byte order mark
-/// (U+FEFF, which RFC 8259 §8.1 lets a parser ignore) before it. The one reading of what
-/// precedes a message: the peer's, for a text read whole and for the first bytes of one
-/// discarded, and [`ParseError::owed_answer`]'s.
-pub(crate) fn message_start(text: &str) -> &str {
-    let text = text.trim_start();
-    match text.strip_prefix('\u{feff}') {
-        Some(rest) => rest.trim_start(),
-        None => text,
-    }
-}
-
-/// The message in a frame's text: from [`message_start`], without the whitespace after it.
-/// The one reading of the peer's reader and of [`Message::parse`] (and so of the answers
-/// [`ParseError`] gives, read from the same text).
-pub(crate) fn message_text(text: &str) -> &str {
-    message_start(text).trim_end()
-}

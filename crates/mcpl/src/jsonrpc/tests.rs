@@ -581,3 +581,39 @@ fn encoded_values_make_the_same_lines_as_message_to_json() {
         }
     }
 }
+
+/// RFC 8259 §2, §8.1: only JSON whitespace and one byte order mark may precede a message
+/// (`message_lead`, the peer's reading too). After other Unicode whitespace a request is
+/// refused, owed `-32700` under its id; a notification or a response is owed nothing.
+#[test]
+fn only_json_whitespace_and_a_byte_order_mark_precede_a_message() {
+    for ok in [
+        " \t\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"} \r",
+        "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"}",
+        " \u{feff}\t{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"}",
+    ] {
+        assert!(Message::parse(ok).is_ok(), "{ok:?}");
+    }
+    for before in ["\u{a0}", "\u{2028}", "\u{feff}\u{3000}", "\u{85}"] {
+        let request = format!("{before}{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"}}");
+        let Err(e) = Message::parse(&request) else {
+            panic!("{before:?}: taken");
+        };
+        let answer = e.owed_answer(&request);
+        let answer = answer.unwrap_or_else(|| panic!("{before:?}: owed nothing"));
+        let Err(error) = &answer.outcome else {
+            panic!("no error");
+        };
+        assert_eq!(error.code, codes::PARSE_ERROR, "{before:?}");
+        let notification = format!("{before}{{\"jsonrpc\":\"2.0\",\"method\":\"m\"}}");
+        let response = format!("{before}{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":1}}");
+        for text in [notification, response] {
+            let Err(e) = Message::parse(&text) else {
+                panic!("{text:?}: taken");
+            };
+            assert_eq!(e.owed_answer(&text), None, "{text:?}");
+        }
+    }
+    let after = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"}\u{a0}";
+    assert!(Message::parse(after).is_err());
+}

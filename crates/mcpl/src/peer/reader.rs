@@ -308,7 +308,7 @@ fn take_frame(
         }
     };
     shared.tap(FrameDirection::Inbound, &text);
-    let trimmed = message_text(&text);
+    let (trimmed, json_lead) = message_read(&text);
     if trimmed.is_empty() {
         tracing::trace!("skipped a blank line");
         return Taken::Done(true);
@@ -337,7 +337,7 @@ fn take_frame(
         tools_call: shared.typed_tools_call.load(Ordering::Relaxed),
         answers: shared.typed_answers.load(Ordering::Relaxed),
     };
-    let (read, weight) = read_text(shared, trimmed, max_batch, max_cost, typed);
+    let (read, weight) = read_text(shared, trimmed, json_lead, max_batch, max_cost, typed);
     shared.reading.store(weight, Ordering::Relaxed);
     // A result read the fast way is taken while its text is at hand.
     let read = match read {
@@ -560,9 +560,11 @@ async fn read_off_worker(
     };
     let shared = shared.clone();
     tokio::task::spawn_blocking(move || {
+        let (trimmed, json_lead) = message_read(&text);
         read_text(
             &shared,
-            message_text(&text),
+            trimmed,
+            json_lead,
             max_batch,
             max_cost,
             TypedReads::default(),
@@ -577,7 +579,7 @@ async fn read_off_worker(
 /// writers (Windows tools, at the start of a stream) put there. `str::trim` keeps the mark
 /// (it is no whitespace), so the line was skipped as junk and a request in it, with its
 /// id, never answered. The one reading `Message::parse` reads a text by too.
-use crate::jsonrpc::message_text;
+use crate::jsonrpc::message_read;
 
 /// Texts of at least this many bytes (256 KiB) are read on the runtime's blocking pool
 /// rather than on the worker running the connection (see `handle_frame`).

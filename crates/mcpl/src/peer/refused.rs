@@ -46,9 +46,11 @@ pub(super) enum Limit<'a> {
     Nesting { error: &'a str },
     /// Refused by the parser for anything else (a number out of a float's range, a lone
     /// surrogate escape, a text cut short; `error` the parser's). Only a response is refused
-    /// by this rule ([`super::text::Read::Unparsed`]); anything else keeps its `-32700`
-    /// (JSON-RPC 2.0 §5.1), under a request's id read before the error without doubt
-    /// ([`super::text::Read::UnparsedRequest`]), else `id: null`. Reported as [`Limit::Nesting`] is. A response whose
+    /// by this rule ([`super::text::Read::Unparsed`]), and a text that is JSON after more
+    /// than JSON whitespace and a byte order mark, read whole; anything else keeps its
+    /// `-32700` (JSON-RPC 2.0 §5.1), under a request's id read before the error without
+    /// doubt ([`super::text::Read::UnparsedRequest`]), else `id: null`. Reported as
+    /// [`Limit::Nesting`] is. A response whose
     /// object ended with more text after it on the line ("trailing characters") is also
     /// still answered `-32700`, `id: null`, for what followed it.
     Unparsed { error: &'a str },

@@ -50,7 +50,9 @@ pub(super) enum Read {
     /// A single object the parser refuses for anything else (a number out of a float's
     /// range, a lone surrogate escape, a text cut short) whose envelope shows a response (an
     /// outcome, no method): refused by the one rule, which fails the request of ours its id
-    /// names and answers nothing; `error` the parser's.
+    /// names and answers nothing; `error` the parser's. Also any text that is JSON after
+    /// more than JSON whitespace and a byte order mark (`jsonrpc::message_lead`), read
+    /// whole (`error`: `jsonrpc::LEAD_REFUSED`): a request answered `-32700` under its id.
     Unparsed {
         head: Head,
         error: String,
@@ -85,6 +87,7 @@ pub(super) enum Read {
 pub(super) fn read_text(
     shared: &Shared,
     trimmed: &str,
+    json_lead: bool,
     max_batch: usize,
     max_cost: usize,
     typed: TypedReads,
@@ -104,6 +107,15 @@ pub(super) fn read_text(
                 )
             };
             return (refused_batch(shared, trimmed, reason, read), weight);
+        }
+    }
+    if !json_lead {
+        // More than JSON whitespace and a byte order mark before it: no JSON text (RFC
+        // 8259 §2), refused by the one rule (`jsonrpc::message_lead`); one that does not
+        // parse after it is refused by the parser's error below, as any text is.
+        if let Some(head) = crate::jsonrpc::lead_refused(trimmed) {
+            let error = crate::jsonrpc::LEAD_REFUSED.to_owned();
+            return (Read::Unparsed { head, error }, weight);
         }
     }
     if let Some(params) = typed

@@ -689,9 +689,11 @@ impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
 }
 
 /// Whether `bytes` begin as a JSON-RPC message or batch does: `{` or `[` after what the
-/// peer reads past before a frame's text's message (`jsonrpc::message_start`: whitespace
-/// and a UTF-8 byte order mark), read in the UTF-8 the bytes begin with: one reading, so a
-/// request in the wrong encoding is answered wherever the same request in UTF-8 is taken.
+/// peer reads past before a frame's text's message for its id (`jsonrpc::message_start`:
+/// whitespace and a UTF-8 byte order mark), read in the UTF-8 the bytes begin with: one
+/// reading, so a request in the wrong encoding is answered wherever the same request in
+/// UTF-8 is answered (taken, or refused for what precedes it, `jsonrpc::message_lead`).
+/// Such bytes are refused either way: reading past more than JSON whitespace takes nothing.
 pub(crate) fn begins_as_json(bytes: &[u8]) -> bool {
     let text = match std::str::from_utf8(bytes) {
         Ok(text) => text,
