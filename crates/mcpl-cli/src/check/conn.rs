@@ -47,7 +47,8 @@ use std::time::{Duration, Instant, SystemTime};
 use super::spread::{SpreadReader, Spreads};
 use super::stderr::Tail;
 use classify::{
-    classify_answered, costly_answer, discard, discard_answer, not_text_refusal, repeated_name,
+    classify_received, costly_answer, discard, discard_answer, not_text_refusal, received,
+    repeated_name,
 };
 pub use event::Event;
 use mcpl::protocol::push::timestamp_millis;
@@ -573,18 +574,16 @@ async fn pump(
             // The event and what it holds, counted against [`QUEUED_BYTES`].
             let (event, cost) = match next {
                 Ok(Some(Frame::Text(text))) => {
-                    let text = if skip_blank { text.trim() } else { &text };
+                    // Read as the library's peer reads it (one reading): past JSON
+                    // whitespace and a UTF-8 byte order mark (RFC 8259 §8.1 lets a parser
+                    // ignore it; said, [`Event::ByteOrderMark`]).
+                    let raw = &text;
+                    let read = received(raw);
+                    let text = read.message;
                     if skip_blank && text.is_empty() {
                         continue;
                     }
-                    // A UTF-8 byte order mark before the message is read past, as the
-                    // library's peer reads it (RFC 8259 §8.1 lets a parser ignore it), and
-                    // said ([`Event::ByteOrderMark`]).
-                    let (text, marked) = match text.strip_prefix('\u{feff}') {
-                        Some(rest) if skip_blank => (rest.trim_start(), true),
-                        Some(rest) => (rest, true),
-                        None => (text, false),
-                    };
+                    let marked = read.marked;
                     let parsed = mcpl::jsonrpc::parsed_cost(text);
                     let limit = mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST;
                     if parsed > limit {
@@ -598,7 +597,7 @@ async fn pump(
                             transcript.as_ref(),
                         )
                     } else {
-                        let (event, refused) = classify_answered(text, transcript.as_ref());
+                        let (event, refused) = classify_received(raw, &read, transcript.as_ref());
                         // Said before the frame it is about, so it is judged with it.
                         let marked = (marked && matches!(event, Event::Frame(_)))
                             .then_some(Event::ByteOrderMark);

@@ -35,6 +35,62 @@ pub(super) fn classify_answered(
     }
 }
 
+/// A received frame's text as the library's peer reads it ([`mcpl::jsonrpc::message_lead`],
+/// [`mcpl::jsonrpc::message_read`], one reading): its message (`message`, without the JSON
+/// whitespace around it), whether a UTF-8 byte order mark preceded it (`marked`, said as
+/// [`Event::ByteOrderMark`]), and whether only JSON whitespace and that mark did
+/// (`json_lead`, RFC 8259 §2, §8.1).
+pub(super) struct Received<'a> {
+    pub(super) message: &'a str,
+    pub(super) marked: bool,
+    pub(super) json_lead: bool,
+}
+
+/// Reads `text` as [`Received`] says.
+pub(super) fn received(text: &str) -> Received<'_> {
+    let (start, json_lead) = mcpl::jsonrpc::message_lead(text);
+    let lead = text
+        .get(..text.len().saturating_sub(start.len()))
+        .unwrap_or_default();
+    Received {
+        message: mcpl::jsonrpc::message_read(text).0,
+        marked: lead.contains('\u{feff}'),
+        json_lead,
+    }
+}
+
+/// One received text read ([`classify_answered`]), as the library's peer reads it: a
+/// message after more than JSON whitespace and a byte order mark (a no-break space, say) is
+/// no JSON text (RFC 8259 §2) and the peer refuses it, so it is an invalid message here,
+/// with the answer the peer gives it (the library's one rule, `Message::parse` and
+/// [`mcpl::jsonrpc::ParseError::owed_answer`]: a request `-32700` under its id).
+pub(super) fn classify_received(
+    text: &str,
+    read: &Received<'_>,
+    transcript: Option<&Transcript>,
+) -> (Event, Option<Event>) {
+    let json_after = || serde_json::from_str::<serde::de::IgnoredAny>(read.message).is_ok();
+    if read.json_lead || !json_after() {
+        return classify_answered(read.message, transcript);
+    }
+    let refused = match mcpl::jsonrpc::Message::parse(text) {
+        Ok(_) => None,
+        Err(e) => e.owed_answer(text).and_then(|answer| {
+            Some(Event::Refused {
+                id: answer.id,
+                error: answer.outcome.err()?,
+            })
+        }),
+    };
+    let why = format!(
+        "a message of {} bytes preceded by whitespace JSON does not have (only space, tab, \
+         line feed, carriage return and one byte order mark may precede one, RFC 8259 §2, \
+         §8.1; refused, as the library's peer refuses it)",
+        read.message.len()
+    );
+    (discard(why, transcript).0, refused)
+}
+
 /// A text the parser refused (`e`): an invalid message when it is JSON the parser cannot
 /// hold, else junk.
 fn unparsed(text: &str, e: serde_json::Error, transcript: Option<&Transcript>) -> Event {
@@ -402,6 +458,33 @@ mod tests {
             None
         );
         assert_eq!(read(whole(r#"{"jsonrpc":"2.0","method":"m"}"#)), None);
+    }
+
+    /// A message after whitespace JSON does not have is refused by the library's peer (RFC
+    /// 8259 §2): an invalid message here, a request owed `-32700` under its id; after JSON
+    /// whitespace and a byte order mark it is a frame, the mark said.
+    #[test]
+    fn a_message_after_whitespace_json_does_not_have_is_invalid_and_refused() {
+        let request = "\u{a0}{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"m\"}";
+        let read = received(request);
+        assert!(!read.json_lead);
+        let (event, refused) = classify_received(request, &read, None);
+        assert!(matches!(event, Event::Invalid(why) if why.contains("RFC 8259 §2")));
+        assert!(matches!(
+            refused,
+            Some(Event::Refused { id: Some(id), error }) if id == 7_i64.into()
+                && error.code == mcpl::jsonrpc::codes::PARSE_ERROR
+        ));
+        let notification = "\u{2028}{\"jsonrpc\":\"2.0\",\"method\":\"m\"}";
+        let (event, refused) = classify_received(notification, &received(notification), None);
+        assert!(matches!(event, Event::Invalid(_)) && refused.is_none());
+        let marked = " \u{feff}\t{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"m\"} \r";
+        let read = received(marked);
+        assert!(read.marked && read.json_lead);
+        assert!(matches!(
+            classify_received(marked, &read, None),
+            (Event::Frame(_), None)
+        ));
     }
 
     /// A text refused unbuilt for its parsed cost is held whole, and read whole as the
