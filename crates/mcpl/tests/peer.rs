@@ -270,6 +270,28 @@ async fn junk_line_gets_a_diagnostic_and_no_reply_then_a_request_works() {
     assert_eq!(diags.try_recv(), None, "blank lines are not reported");
 }
 
+/// RFC 8259 §2: only space, tab, line feed and carriage return are JSON whitespace. A line
+/// of other whitespace (a no-break space, U+2028) is no blank line but junk, reported
+/// (`jsonrpc::message_lead`); a line of JSON whitespace (and a byte order mark) stays blank.
+/// Before, both were skipped unreported.
+#[tokio::test]
+async fn a_line_of_whitespace_json_does_not_have_is_junk_not_blank() {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    spawn_ping_server(incoming);
+    let mut diags = peer.diagnostics();
+    raw.send(" \t\r").await;
+    raw.send("\u{feff} ").await;
+    raw.send("\u{a0}\u{2028}").await;
+    assert_ping_works(&mut raw, 1).await;
+    assert_eq!(
+        diags.try_recv(),
+        Some(Diagnostic::JunkLine {
+            excerpt: "\u{a0}\u{2028}".into()
+        })
+    );
+    assert_eq!(diags.try_recv(), None, "blank lines are not reported");
+}
+
 #[tokio::test]
 async fn unparseable_json_gets_32700_with_null_id_then_a_request_works() {
     let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());

@@ -309,13 +309,15 @@ fn take_frame(
     };
     shared.tap(FrameDirection::Inbound, &text);
     let (trimmed, json_lead) = message_read(&text);
-    if trimmed.is_empty() {
+    // Blank: JSON whitespace and a byte order mark only (RFC 8259 §2); other whitespace
+    // alone is junk, reported (`jsonrpc::message_lead`).
+    if trimmed.is_empty() && json_lead {
         tracing::trace!("skipped a blank line");
         return Taken::Done(true);
     }
     if !(trimmed.starts_with('{') || trimmed.starts_with('[')) {
         shared.diagnose(Diagnostic::JunkLine {
-            excerpt: excerpt(trimmed),
+            excerpt: excerpt(if trimmed.is_empty() { &text } else { trimmed }),
         });
         return Taken::Done(true);
     }

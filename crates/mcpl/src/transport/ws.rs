@@ -581,7 +581,9 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
             let (part, advance) = (&rest[..end], (end + 1).min(rest.len()));
             *offset += advance;
             let part = part.strip_suffix('\r').unwrap_or(part);
-            if part.trim().is_empty() {
+            // Blank as the peer reads a blank line: JSON whitespace and a byte order mark
+            // only (`jsonrpc::message_lead`); other whitespace goes on, junk to report.
+            if matches!(crate::jsonrpc::message_read(part), ("", true)) {
                 continue;
             }
             if part.len() > self.limit {
