@@ -602,3 +602,28 @@ async fn a_message_after_whitespace_json_does_not_have_is_refused() {
         );
     }
 }
+
+/// A request with whitespace JSON does not have after it is refused whatever its size, and
+/// answered under its id (JSON-RPC 2.0 §5): small, `-32700` (the parser refuses the text
+/// after the object, RFC 8259 §2); over the size or cost limit, `-32600` (the limit).
+#[tokio::test(start_paused = true)]
+async fn a_request_with_unicode_whitespace_after_it_is_answered_whatever_its_size() {
+    let (_peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let pad = "x".repeat(MAX_SIZE);
+    for params in ["{}".to_owned(), format!(r#"{{"pad":"{pad}"}}"#), dense()] {
+        for after in ["\u{a0}", " \u{2028}"] {
+            let line =
+                format!(r#"{{"jsonrpc":"2.0","id":7,"method":"m","params":{params}}}{after}"#);
+            let got = exchange(&mut raw, &line).await;
+            assert_eq!(got.len(), 1, "{after:?} {}: {got:?}", params.len());
+            assert!(
+                got[0].get("error").is_some(),
+                "{after:?} {}: {}",
+                params.len(),
+                got[0]
+            );
+            assert_eq!(got[0]["id"], 7, "{after:?} {}: {}", params.len(), got[0]);
+        }
+    }
+}

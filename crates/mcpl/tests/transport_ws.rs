@@ -414,6 +414,38 @@ async fn a_pretty_printed_message_in_one_text_frame_is_one_message() {
     );
 }
 
+/// A frame's line of whitespace JSON does not have (a no-break space; RFC 8259 §2) is junk,
+/// reported as the line reader reports it (`jsonrpc::message_lead`); a line of JSON
+/// whitespace is blank. Before, the WebSocket reader skipped both (`str::trim`).
+#[tokio::test]
+async fn a_frame_line_of_unicode_whitespace_is_junk_not_blank() {
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let (server, client) = tokio::join!(
+        ws::accept(server_io),
+        tokio_tungstenite::client_async("ws://localhost/", client_io)
+    );
+    let (peer, incoming) = Peer::new(server.unwrap(), PeerConfig::default());
+    let mut diags = peer.diagnostics();
+    let _served = serve(peer, incoming);
+    let (mut raw, _) = client.unwrap();
+    let frame = format!(
+        "\u{a0}\n \t\n{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": [1]})
+    );
+    raw.send(WsMessage::text(frame)).await.unwrap();
+    assert_eq!(
+        next_text(&mut raw).await,
+        json!({"jsonrpc": "2.0", "id": 1, "result": [1]})
+    );
+    assert_eq!(
+        diags.try_recv(),
+        Some(Diagnostic::JunkLine {
+            excerpt: "\u{a0}".into()
+        })
+    );
+    assert_eq!(diags.try_recv(), None);
+}
+
 /// A frame whose lines do not balance as JSON (a junk line with an open bracket) is still
 /// read line by line, as before: the junk costs its own line, not the messages after it.
 #[tokio::test]
