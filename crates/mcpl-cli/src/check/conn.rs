@@ -580,7 +580,7 @@ async fn pump(
                     let raw = &text;
                     let read = received(raw);
                     let text = read.message;
-                    if skip_blank && text.is_empty() {
+                    if skip_blank && read.blank() {
                         continue;
                     }
                     let marked = read.marked;

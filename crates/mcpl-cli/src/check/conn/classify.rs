@@ -46,6 +46,14 @@ pub(super) struct Received<'a> {
     pub(super) json_lead: bool,
 }
 
+impl Received<'_> {
+    /// Whether the text is blank as the library's peer reads a blank line: JSON whitespace
+    /// and a byte order mark only (other whitespace alone is junk, RFC 8259 §2).
+    pub(super) fn blank(&self) -> bool {
+        self.message.is_empty() && self.json_lead
+    }
+}
+
 /// Reads `text` as [`Received`] says.
 pub(super) fn received(text: &str) -> Received<'_> {
     let (start, json_lead) = mcpl::jsonrpc::message_lead(text);
@@ -71,7 +79,9 @@ pub(super) fn classify_received(
 ) -> (Event, Option<Event>) {
     let json_after = || serde_json::from_str::<serde::de::IgnoredAny>(read.message).is_ok();
     if read.json_lead || !json_after() {
-        return classify_answered(read.message, transcript);
+        // Whitespace JSON does not have, alone: junk, said as it came.
+        let junk = !read.json_lead && read.message.is_empty();
+        return classify_answered(if junk { text } else { read.message }, transcript);
     }
     let refused = match mcpl::jsonrpc::Message::parse(text) {
         Ok(_) => None,
@@ -484,6 +494,22 @@ mod tests {
         assert!(matches!(
             classify_received(marked, &read, None),
             (Event::Frame(_), None)
+        ));
+    }
+
+    /// A line of whitespace JSON does not have is junk, as the library's peer reports it
+    /// (RFC 8259 §2), not a blank line: only JSON whitespace and a byte order mark are blank.
+    #[test]
+    fn a_line_of_unicode_whitespace_is_junk_not_blank() {
+        for blank in [" \t\r", "\u{feff} ", ""] {
+            assert!(received(blank).blank(), "{blank:?}");
+        }
+        let line = "\u{a0}\u{2028}";
+        let read = received(line);
+        assert!(!read.blank());
+        assert!(matches!(
+            classify_received(line, &read, None),
+            (Event::Junk(kept), None) if kept == line
         ));
     }
 
