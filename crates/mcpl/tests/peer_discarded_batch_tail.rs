@@ -305,3 +305,35 @@ async fn a_discarded_batch_after_unicode_whitespace_still_ends_our_request() {
         );
     }
 }
+
+/// A small batch after whitespace JSON does not have is refused whole (RFC 8259 §2,
+/// `jsonrpc::message_lead`); a response in it answering a request of ours ends that request
+/// now, as any batch refused whole does (JSON-RPC 2.0 §6), rather than leaving it waiting.
+#[tokio::test(start_paused = true)]
+async fn a_small_batch_after_unicode_whitespace_is_refused_and_ends_our_request() {
+    let config = PeerConfig {
+        request_timeout: None,
+        ..PeerConfig::default()
+    };
+    let (peer, _incoming, mut raw) = raw_peer_with(config, 1024 * 1024);
+    for before in ["\u{a0}", "\u{feff}\u{3000}"] {
+        let p = peer.clone();
+        let call = tokio::spawn(async move { p.request_raw_with("m", None, never()).await });
+        let sent = loop {
+            let line = raw.recv().await;
+            if line.get("method").is_some() {
+                break line;
+            }
+        };
+        raw.send(&format!("{before}{}", batch(2, &[sent["id"].clone()])))
+            .await;
+        let outcome = tokio::time::timeout(GUARD, call)
+            .await
+            .unwrap_or_else(|_| panic!("{before:?}: the request still waits"))
+            .expect("joined");
+        assert!(
+            matches!(&outcome, Err(PeerError::InvalidResponse(why)) if why.contains("batch")),
+            "{before:?}: {outcome:?}"
+        );
+    }
+}

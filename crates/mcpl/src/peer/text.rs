@@ -113,9 +113,16 @@ pub(super) fn read_text(
         // More than JSON whitespace and a byte order mark before it: no JSON text (RFC
         // 8259 §2), refused by the one rule (`jsonrpc::message_lead`); one that does not
         // parse after it is refused by the parser's error below, as any text is.
+        // A batch so refused ends each request of ours it answers, as any batch refused
+        // whole does (JSON-RPC 2.0 §6).
         if let Some(head) = crate::jsonrpc::lead_refused(trimmed) {
-            let error = crate::jsonrpc::LEAD_REFUSED.to_owned();
-            return (Read::Unparsed { head, error }, weight);
+            let lead = crate::jsonrpc::LEAD_REFUSED;
+            let reason = || format!("the batch holding it was refused: {lead}");
+            let read = Read::Unparsed {
+                head,
+                error: lead.to_owned(),
+            };
+            return (refused_batch(shared, trimmed, reason, read), weight);
         }
     }
     if let Some(params) = typed
