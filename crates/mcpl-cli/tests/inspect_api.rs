@@ -719,6 +719,84 @@ fn tools_panel_follows_list_changed(mcpl: bool, done: impl Fn(&Value) -> bool) {
     }
 }
 
+/// A plain MCP server that, once listed, announces `FLOOD` tool-list changes at once and
+/// tells `seen` how many `tools/list` it read when a `tools/call` comes.
+fn announcing_server(listener: TcpListener, seen: mpsc::Sender<usize>) {
+    let (stream, _) = listener.accept().unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut listed = 0;
+    let mut line = String::new();
+    while reader.read_line(&mut line).unwrap_or(0) > 0 {
+        let msg: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        line.clear();
+        let Some(id) = msg.get("id").filter(|_| msg.get("method").is_some()) else {
+            continue;
+        };
+        let result = match msg["method"].as_str().unwrap_or("") {
+            "initialize" => json!({ "protocolVersion": "2025-06-18",
+                "capabilities": { "tools": { "listChanged": true } },
+                "serverInfo": { "name": "announcer", "version": "1" } }),
+            "tools/list" => {
+                listed += 1;
+                json!({ "tools": [{ "name": "t", "inputSchema": { "type": "object" } }] })
+            }
+            "tools/call" => {
+                let _ = seen.send(listed);
+                json!({ "content": [] })
+            }
+            _ => json!({}),
+        };
+        let answer = json!({ "jsonrpc": "2.0", "id": id, "result": result });
+        writeln!(writer, "{answer}").unwrap();
+        if listed == 1 && msg["method"] == "tools/list" {
+            let change = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+            writer
+                .write_all(format!("{change}\n").repeat(FLOOD).as_bytes())
+                .unwrap();
+        }
+    }
+}
+
+/// How many changes [`announcing_server`] announces at once.
+const FLOOD: usize = 150;
+
+/// A server announcing many tool-list changes at once costs the dashboard two `tools/list`
+/// more, not one each: one runs at a time and the changes announced meanwhile make one more
+/// (one each would fill the peer's pending requests and refuse the user's own).
+#[test]
+fn a_flood_of_list_changes_is_relisted_once_more_not_once_each() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || announcing_server(listener, tx));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    insp.ready(&mut events);
+    // Every announcement has reached the dashboard (each relist it asks for is asked).
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let state = insp.get("/api/state");
+        let announced = state["events"].as_array().map_or(0, |es| {
+            es.iter().filter(|e| e["kind"] == "list_changed").count()
+        });
+        if announced == FLOOD {
+            break;
+        }
+        events
+            .next(deadline)
+            .unwrap_or_else(|| panic!("{announced} of {FLOOD} announcements shown"));
+    }
+    insp.post("/api/tools/call", json!({ "name": "t", "arguments": {} }));
+    let listed = rx
+        .recv_timeout(WAIT)
+        .expect("the tools/call reached the server");
+    assert!(
+        listed <= 3,
+        "{listed} tools/list for one listing and {FLOOD} announcements"
+    );
+}
+
 /// `--open` hands the dashboard URL, token included, to `$BROWSER`: a script writing its
 /// argument into a FIFO the test reads (bounded by a channel timeout, no polling).
 #[test]

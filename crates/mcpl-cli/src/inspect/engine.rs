@@ -188,6 +188,9 @@ pub struct State {
     pub streams: VecDeque<Value>,
     /// The last `tools/list` result.
     pub tools: Option<Value>,
+    /// A background `tools/list` runs ([`Engine::relist_tools`]), and whether another
+    /// change was announced meanwhile (one more then, however many there were).
+    pub(super) relisting: (bool, bool),
     /// Whether a check is running.
     pub check_running: bool,
     /// The last check's outcome.
@@ -307,6 +310,7 @@ impl Engine {
             hooks: VecDeque::new(),
             streams: VecDeque::new(),
             tools: None,
+            relisting: (false, false),
             check_running: false,
             check: None,
             auto_answer: settings.auto_answer.clone(),

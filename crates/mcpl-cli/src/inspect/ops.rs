@@ -294,11 +294,28 @@ impl Engine {
 
     /// `tools/list` again in the background, when the server announced a change of its
     /// tools (§17.7's surface change, or plain MCP's `list_changed`): the Tools panel
-    /// follows without the user asking.
+    /// follows without the user asking. One at a time: changes announced while one runs
+    /// make one more, so a server flooding announcements costs two requests, not one each
+    /// (which would fill the peer's pending requests and refuse the user's own).
     pub fn relist_tools(&self) {
+        {
+            let mut st = self.state();
+            if st.relisting.0 {
+                st.relisting.1 = true;
+                return;
+            }
+            st.relisting = (true, false);
+        }
         let me = self.clone();
         tokio::spawn(async move {
-            let _ = me.tools_list().await;
+            loop {
+                let _ = me.tools_list().await;
+                let mut st = me.state();
+                if !std::mem::take(&mut st.relisting.1) {
+                    st.relisting.0 = false;
+                    return;
+                }
+            }
         });
     }
 
