@@ -554,13 +554,6 @@ impl Session {
     }
 }
 
-/// A list answer as the unknown-member probe compares it: without `_meta`
-/// ([`without_meta`]), a `nextCursor` string read for its presence only, and the `tools`
-/// or `channels` listed in no particular order. Readings: MCP's cursor is an opaque token,
-/// which a server may issue afresh on every request of the first page, so its text does not
-/// tell two answers apart (whether there is a next page does); and neither MCP's
-/// `tools/list` nor §14.3's `channels/list` gives its items an order, which a server
-/// listing them from a hash map changes from one call to the next.
 /// The verdict on a list answer `probe` (the request with an unknown member) that differs
 /// from `before`, the same request without it, given `after`, the same request without it
 /// once more (`None`: not asked, or not answered with a result). A server's tools and
@@ -591,7 +584,7 @@ fn repeat_verdict(
         return (
             Status::Skip,
             format!(
-                "{what}: the list changed with every request (§14.3), so no answer without the member is the same to compare with"
+                "{what}: the list changed with every request (MCP's list_changed, §14.3), so no answer without the member is the same to compare with"
             ),
         );
     }
@@ -601,6 +594,13 @@ fn repeat_verdict(
     )
 }
 
+/// A list answer as the unknown-member probe compares it: without `_meta`
+/// ([`without_meta`]), a `nextCursor` string read for its presence only, and the `tools`
+/// or `channels` listed in no particular order. Readings: MCP's cursor is an opaque token,
+/// which a server may issue afresh on every request of the first page, so its text does not
+/// tell two answers apart (whether there is a next page does); and neither MCP's
+/// `tools/list` nor §14.3's `channels/list` gives its items an order, which a server
+/// listing them from a hash map changes from one call to the next.
 fn compared(v: &Value) -> Value {
     let mut v = without_meta(v);
     if let Some(cursor) = v.get_mut("nextCursor").filter(|c| c.is_string()) {
