@@ -544,7 +544,9 @@ impl Driver {
                     // now): by its deadline, which the application is told; or cancelled
                     // by the server, which asked for no answer.
                     // The state machine's rule (`HostState::late_answer`), which reports
-                    // it; a panic is no answer: reported above, not as a late one.
+                    // it; a panic is no answer: reported above, not as a late one. Under an
+                    // id the server reused, the deadline's memory of the earlier request is
+                    // gone, so an answer to a cancelled reuse is not called late.
                     if !self.state.late_answer(&id, !panicked) {
                         tracing::debug!(?id, "an answer to a cancelled request is dropped");
                     }

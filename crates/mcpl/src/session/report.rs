@@ -280,6 +280,9 @@ pub enum HostDiagnostic {
     /// came too late, so it was dropped and never reached the server. Raise
     /// `host::HostConfig::answer_timeout`, or answer sooner. The state machine's rule
     /// ([`HostState::answer`](super::HostState::answer) of such a request reports it too).
+    /// Not reported once the server handed out a new request under the same id (JSON-RPC
+    /// 2.0 lets it reuse an answered id): answers under it are the new request's from then
+    /// on, and one to it the server cancelled is not late.
     LateAnswer {
         /// The request's method.
         method: String,

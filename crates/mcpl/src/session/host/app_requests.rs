@@ -66,9 +66,14 @@ pub(crate) const LATE_ANSWERS_WATCHED: usize = 64;
 
 /// The requests the deadline answered, newest last, at most [`LATE_ANSWERS_WATCHED`]: by
 /// the server's id and method. Reading (JSON-RPC 2.0 lets the server reuse an id once it is
-/// answered): an id is remembered once per request the deadline answered, whatever the
-/// server does with the id afterwards, so each late answer under it is reported once; which
-/// of two hand-outs of one id an answer came from is the driver's to know, not the id's.
+/// answered): an id is remembered once per request the deadline answered, until a late
+/// answer under it is reported or the server hands out a new request under it
+/// ([`LateAnswers::reused`]). From then on an answer under the id is the new request's:
+/// one given while it waits answers it, and one after it ended (answered, or cancelled by
+/// the server, which asked for no answer) is not late. A late answer to the first request
+/// that comes after the reuse is therefore not reported (as one past the
+/// [`LATE_ANSWERS_WATCHED`] window is not): the id cannot tell the two hand-outs apart, and
+/// a false report is the worse mistake.
 #[derive(Debug, Default)]
 pub(super) struct LateAnswers(std::collections::VecDeque<(RequestId, &'static str)>);
 
@@ -78,6 +83,12 @@ impl LateAnswers {
             self.0.pop_front();
         }
         self.0.push_back((id, method));
+    }
+
+    /// The server handed out a new request under `id`: the ones under it the deadline
+    /// answered before are forgotten, so an answer under `id` is the new request's.
+    pub(super) fn reused(&mut self, id: &RequestId) {
+        self.0.retain(|(i, _)| i != id);
     }
 
     /// The method of a request under `id` the deadline answered, forgotten now.
@@ -100,6 +111,13 @@ impl HostState {
     /// meanwhile, §6.7: a reduction takes effect first), the server is answered `-32002`
     /// naming the capability in its place and [`HostDiagnostic::CapabilityDenied`] is
     /// reported; what the application answered is not sent.
+    ///
+    /// Answers go by id, and the server may reuse an id once it is answered (JSON-RPC 2.0):
+    /// an answer under an id handed out again answers the request waiting under it; one
+    /// under an id no longer waiting is refused ([`StateError::UnknownRequest`]) and
+    /// reported late ([`HostDiagnostic::LateAnswer`]) only when the deadline answered the
+    /// request the server handed out last under it, never when the server cancelled that
+    /// one (an earlier request's deadline under the id does not make it late).
     pub fn answer(
         &mut self,
         id: RequestId,
@@ -186,9 +204,11 @@ impl HostState {
 
     /// The application answered `id` after its deadline answered it: reported
     /// ([`HostDiagnostic::LateAnswer`]) when `report`, and `true`; `false` (nothing
-    /// reported) when no request under `id` was answered by its deadline (one the server
-    /// cancelled asked for no answer). Each request the deadline answered is late once
-    /// ([`LateAnswers`]). [`Self::answer`] applies it to an id no longer waiting; a driver
+    /// reported) when no request under `id` was answered by its deadline since the server
+    /// last handed one out under it (one the server cancelled asked for no answer, even
+    /// under an id an earlier request's deadline answered). Each request the deadline
+    /// answered is late once ([`LateAnswers`]). [`Self::answer`] applies it to an id no
+    /// longer waiting; a driver
     /// that knows the answer comes from a hand-out that ended (the id may be waiting again,
     /// reused by the server) applies it directly, `report: false` for an answer that is no
     /// answer (a handler's panic, reported as such).

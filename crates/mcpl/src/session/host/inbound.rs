@@ -122,6 +122,10 @@ impl HostState {
                     let req = AppRequest::new(method, requirement, inference, streamed);
                     // A deadline past what `Instant` holds is none.
                     let due = self.rules.answer_timeout.and_then(|t| now.checked_add(t));
+                    // A new request under an id the deadline answered before: an answer
+                    // under it is this one's from now on, never the earlier one's late
+                    // answer (`LateAnswers`).
+                    self.late.reused(&r.id);
                     self.app_pending.insert(r.id, req, due);
                 } else {
                     let limit = self.rules.max_pending_outputs;

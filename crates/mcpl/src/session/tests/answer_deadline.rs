@@ -278,3 +278,57 @@ fn an_answer_after_the_deadline_is_reported_late_once() {
         [("inference/request".to_owned(), "91".to_owned())]
     );
 }
+
+/// JSON-RPC 2.0 lets the server reuse an id once it is answered: a request handed out
+/// under an id the deadline answered before is a new one, so the answer to it is judged
+/// as its own. Cancelled by the server, it asked for no answer: the application's answer
+/// to it is not late (no [`HostDiagnostic::LateAnswer`] for the first request's id), nor is
+/// an answer given while it waits (it answers the request waiting).
+#[test]
+fn an_answer_to_a_reused_id_cancelled_is_not_late() {
+    let after = Duration::from_secs(40);
+    let mut p = connect_with(Some(after));
+    ask(&mut p, 1);
+    p.now += after;
+    p.host.handle_timeout(p.now);
+    p.collect();
+    assert_eq!(timed_out(&p), [RequestId::from(1i64)]);
+    // The same id again, cancelled by the server before the application answers.
+    ask(&mut p, 1);
+    p.server_writes(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1}}),
+    );
+    p.drive();
+    assert_eq!(p.host_answer(1).unwrap()["error"]["code"], -32800);
+    let answered = p
+        .host
+        .answer(RequestId::from(1i64), Ok(json!({"content": "x"})));
+    assert!(
+        matches!(answered, Err(StateError::UnknownRequest(_))),
+        "{answered:?}"
+    );
+    // A driver that knows the answer came from a hand-out that ended asks the same rule.
+    assert!(!p.host.late_answer(&RequestId::from(1i64), true));
+    // Reused once more and answered while it waits: the answer is the waiting request's.
+    ask(&mut p, 1);
+    p.now += after;
+    p.host.handle_timeout(p.now);
+    ask(&mut p, 1);
+    p.host
+        .answer(
+            RequestId::from(1i64),
+            Ok(json!({"content": "ok", "finishReason": "end_turn"})),
+        )
+        .unwrap();
+    p.collect();
+    assert!(
+        !p.host_out
+            .iter()
+            .any(|o| matches!(o, HostOutput::Diagnostic(HostDiagnostic::LateAnswer { .. }))),
+        "{:?}",
+        p.host_out
+    );
+    // Nothing under the id is remembered as late now: a stray answer is not late either.
+    assert!(!p.host.late_answer(&RequestId::from(1i64), true));
+}
