@@ -124,7 +124,9 @@ pub enum HostDiagnostic {
     /// not give it (a Request-only method such as `channels/register` or `channels/incoming`
     /// sent as a Notification: not applied, `protocol::Kind::takes`); or a notification it
     /// receives and does not act on (an MCP `notifications/*/list_changed` is acted on:
-    /// [`HostEvent::ListChanged`], or a receipt under MCPL, §17.7).
+    /// [`HostEvent::ListChanged`], or a receipt under MCPL, §17.7); or a `list_changed` or
+    /// MCP notification for the application ([`HostEvent::Notification`]) sent before the
+    /// server's `initialize` result (§5.3: nothing before the handshake).
     UnexpectedMethod {
         /// The method.
         method: String,
@@ -497,7 +499,10 @@ pub enum HostEvent {
     /// unchanged): re-list it. Handed out where no manifest is reviewed (an MCP-only server,
     /// §3.3, or an MCPL server served as plain MCP); on an MCPL connection the same news is
     /// the `surface-changed` [`HostEvent::ManifestChange`] receipt naming the list, the one
-    /// account of what changed (§17.7), and no `ListChanged` besides. One per message, as
+    /// account of what changed (§17.7), and no `ListChanged` besides. Only once the
+    /// server's `initialize` result was handled (the connection then known to be served as
+    /// plain MCP): one sent before it is reported as [`HostDiagnostic::UnexpectedMethod`]
+    /// (§5.3: nothing before the handshake). One per message, as
     /// any event bounded by the application's queue (reported as
     /// [`HostDiagnostic::EventDropped`] when it has no room).
     ListChanged(McpList),
@@ -505,7 +510,9 @@ pub enum HostEvent {
     /// need (MCP 2024-11-05, server to client): `notifications/message` (a log message),
     /// `notifications/progress` (progress of a request the application sent with a
     /// `progressToken`) and `notifications/resources/updated` (a resource it subscribed to).
-    /// As the server sent it, unjudged (no MCPL capability governs them); bounded as every
+    /// As the server sent it, unjudged (no MCPL capability governs them), once the server's
+    /// `initialize` result was handled (one sent before it is reported as
+    /// [`HostDiagnostic::UnexpectedMethod`], §5.3); bounded as every
     /// event, by number and by [`HostEvent::weight`] (reported as
     /// [`HostDiagnostic::EventDropped`] when the application's queue has no room).
     Notification {

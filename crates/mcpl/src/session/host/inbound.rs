@@ -245,13 +245,32 @@ impl HostState {
         Ok(rules::push_answer(delivered))
     }
 
+    /// Whether the server's `initialize` answer was handled: from then on the connection
+    /// is known to be MCPL (a reviewed manifest) or served as plain MCP (§3.3).
+    fn initialize_answered(&self) -> bool {
+        !matches!(self.phase, Phase::New | Phase::Initializing)
+    }
+
     pub(super) fn on_notification(&mut self, now: Instant, n: Notification) {
         let method = n.method.as_str();
+        let for_the_application = super::super::McpList::of_method(method).is_some()
+            || super::super::report::MCP_NOTIFICATIONS_FOR_THE_APPLICATION.contains(&method);
+        if for_the_application && !self.initialize_answered() {
+            // Reading (§5.2, §5.3; MCP: initialization is the first interaction): nothing
+            // before the server's `initialize` result is handed out. A `list_changed`
+            // then could not be told a receipt (§17.7) from plain MCP's list change
+            // (§3.3), so it is reported as a method the host does not take then, never
+            // handed out under a guess; an MCP notification for the application likewise.
+            return self.diag(HostDiagnostic::UnexpectedMethod {
+                method: n.method.clone(),
+            });
+        }
         if let Some(list) = super::super::McpList::of_method(method) {
             // §17.7: an MCP list change is a `surface-changed` receipt, the one account of
-            // what changed. Without a reviewed manifest to make one against (MCP-only, §3.3,
-            // or served as plain MCP) it is still normal MCP: the application is told which
-            // list to fetch again (`HostEvent::ListChanged`).
+            // what changed. Without a reviewed manifest to make one against once
+            // `initialize` was answered (MCP-only, §3.3, or served as plain MCP) it is still
+            // normal MCP: the application is told which list to fetch again
+            // (`HostEvent::ListChanged`).
             let event = match self
                 .p
                 .review_mut()

@@ -477,6 +477,7 @@ mod channels;
 mod close;
 mod eof;
 mod hooks;
+mod host_before_initialize;
 mod host_cancel;
 mod host_fetched_version;
 mod host_label;
