@@ -138,11 +138,11 @@ pub struct HostConfig {
     /// length open; this bounds what deduplication remembers to `dedupe_window` × this.
     /// At least 1: 0 would refuse every `push/event` (§9.2 requires an `eventId`).
     pub max_event_id_bytes: usize,
-    /// Handler for `inference/request` and `model/info`. `None` serves neither (§11, §12):
-    /// `modelInfo`, and without a `stream_handler` `inferenceRequest` and its `streaming`
-    /// leaf, are then left out of what the host advertises and grants whatever `policy`
-    /// says (§5.4), a policy entry naming only them reported
-    /// ([`HostDiagnostic::NotServed`]).
+    /// Handler for `inference/request` and `model/info` (§11, §12). With `None`, `model/info`
+    /// is not served, nor is `inference/request` unless a `stream_handler` is set: what is
+    /// not served (`modelInfo`; `inferenceRequest` and its `streaming` leaf) is left out of
+    /// what the host advertises and grants whatever `policy` says (§5.4), a policy entry
+    /// naming only such capabilities reported ([`HostDiagnostic::NotServed`]).
     pub request_handler: Option<RequestHandler>,
     /// How long a handler (`request_handler`, `stream_handler`) may take to answer a
     /// server request: past it the server is answered `-32603` with
