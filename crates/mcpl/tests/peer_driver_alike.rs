@@ -110,3 +110,32 @@ proptest! {
         prop_assert_eq!(peer, driver(&line), "{}", line);
     }
 }
+
+/// A request after Unicode whitespace (a no-break space: no JSON text, RFC 8259 §2) that
+/// the lead's check reads whole but a `Value` does not (nested past the parser, a number
+/// out of range, a lone surrogate) is answered alike: the peer refuses it for its lead
+/// (`-32700` under its id) before parsing it, and `Message::parse` now does too. Before,
+/// `Message::parse` parsed it first, so a driver answered `-32600` (nesting) or `-32700`
+/// with the parser's message instead.
+#[tokio::test(start_paused = true)]
+async fn a_request_after_unicode_whitespace_is_refused_for_its_lead_by_both() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    answer_all(incoming);
+    let deep = format!("{}{}", "[".repeat(130), "]".repeat(130));
+    for line in [
+        format!("\u{a0}{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{deep}}}"),
+        "\u{a0}{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":[1e400]}".to_owned(),
+        "\u{a0}{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":[\"\\ud800\"]}".to_owned(),
+    ] {
+        raw.send(&line).await;
+        let peer = raw.before_sync().await;
+        assert_eq!(peer.len(), 1, "{line:?}: {peer:?}");
+        assert_eq!(peer[0]["id"], 1, "{line:?}: {}", peer[0]);
+        assert_eq!(peer[0]["error"]["code"], -32700, "{line:?}: {}", peer[0]);
+        assert_eq!(
+            peer,
+            driver(&line),
+            "{line:?}: the peer's answer and a driver's differ"
+        );
+    }
+}

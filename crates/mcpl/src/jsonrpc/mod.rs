@@ -606,6 +606,13 @@ impl Message {
                 return Ok(m);
             }
         }
+        // Refused for its lead before it is parsed, in the peer's order (`lead_refused`
+        // reads it whole, as the peer does): a `Value` refuses more (nesting past the
+        // parser, a number out of range, a lone surrogate), which would answer such a
+        // request otherwise than the peer does (RFC 8259 §2; JSON-RPC 2.0 §5).
+        if !json_lead && lead::lead_refused(text).is_some() {
+            return Err(ParseError::Json(LEAD_REFUSED.to_owned()));
+        }
         let value: Value =
             serde_json::from_str(text).map_err(|e| ParseError::Json(e.to_string()))?;
         if !json_lead {
