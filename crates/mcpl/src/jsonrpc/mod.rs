@@ -718,8 +718,10 @@ impl ParseError {
     /// object on its line (which may be a request: `-32700`, `id: null`), for an object
     /// nested past the parser read whole with no `method` (read as the peer reads one, a
     /// response) or with a `method` and no `id` (a notification, §4.1), and for an invalid
-    /// message that is an object with no `method`. A driver writes this, not
-    /// [`Self::answer`], which gives an answer for every text.
+    /// message that is an object with no `method`. Given a text this error did not come
+    /// from (one that parses), a response or a notification is owed nothing, anything else
+    /// `-32700` (failing closed). A driver writes this, not [`Self::answer`], which gives an
+    /// answer for every text.
     pub fn owed_answer(&self, text: &str) -> Option<Response> {
         let start = message_start(text);
         if !(start.starts_with('{') || start.starts_with('[')) {
@@ -734,8 +736,13 @@ impl ParseError {
                     then,
                     head::Then::Answer(_) | head::Then::Fail { trailing: true }
                 ),
-                // Not the text this error came from: answered, failing closed.
-                None => true,
+                // Not the text this error came from (it parses, after JSON whitespace
+                // only): a response or a notification is never answered (JSON-RPC 2.0 §5,
+                // §4.1); anything else is, `-32700`, failing closed.
+                None => {
+                    let head = head::Head::read_str(message_text(text));
+                    !(head.is_response() || (head.method && head.ids == 0))
+                }
             },
             ParseError::Invalid(_) => match serde_json::from_str::<Value>(message_text(text)) {
                 Ok(v) => request_like(&v),

@@ -617,3 +617,34 @@ fn only_json_whitespace_and_a_byte_order_mark_precede_a_message() {
     let after = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"}\u{a0}";
     assert!(Message::parse(after).is_err());
 }
+
+/// [`ParseError::owed_answer`] given a text the error did not come from (one that parses):
+/// a response or a notification is never owed an answer (JSON-RPC 2.0 §5: answering a
+/// response can loop; §4.1: a notification is not answered); anything else is answered
+/// `-32700`, failing closed.
+#[test]
+fn a_parse_error_for_a_text_that_parses_owes_a_response_or_notification_nothing() {
+    let e = ParseError::Json("x".into());
+    for text in [
+        r#"{"jsonrpc":"2.0","id":1,"result":1}"#,
+        r#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m"}}"#,
+        r#" {"jsonrpc":"2.0","id":null,"result":null} "#,
+        r#"{"jsonrpc":"2.0","method":"m"}"#,
+        r#"{"jsonrpc":"2.0","method":"m","params":[1]}"#,
+    ] {
+        assert_eq!(e.owed_answer(text), None, "{text}");
+    }
+    for text in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"m"}"#,
+        r#"{"jsonrpc":"2.0"}"#,
+        r#"[{"jsonrpc":"2.0","id":1,"result":1}]"#,
+    ] {
+        let answer = e.owed_answer(text);
+        let answer = answer.unwrap_or_else(|| panic!("{text}: owed nothing"));
+        let Err(error) = &answer.outcome else {
+            panic!("{text}: no error");
+        };
+        assert_eq!(error.code, codes::PARSE_ERROR, "{text}");
+        assert_eq!(answer.id, None, "{text}");
+    }
+}
