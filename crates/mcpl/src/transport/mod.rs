@@ -694,16 +694,21 @@ impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
 /// reading, so a request in the wrong encoding is answered wherever the same request in
 /// UTF-8 is answered (taken, or refused for what precedes it, `jsonrpc::message_lead`).
 /// Such bytes are refused either way: reading past more than JSON whitespace takes nothing.
+/// Only the leading bytes are read, up to the first past what precedes a message (the
+/// byte readers' one reading, `jsonrpc::envelope::Lead`): a WebSocket binary frame of up to
+/// 16 MiB costs its leading whitespace, not a UTF-8 check of the whole frame.
 pub(crate) fn begins_as_json(bytes: &[u8]) -> bool {
-    let text = match std::str::from_utf8(bytes) {
-        Ok(text) => text,
-        Err(e) => bytes
-            .get(..e.valid_up_to())
-            .and_then(|valid| std::str::from_utf8(valid).ok())
-            .unwrap_or_default(),
-    };
-    let start = crate::jsonrpc::message_start(text);
-    start.starts_with('{') || start.starts_with('[')
+    begins_as_json_from(bytes.iter().copied())
+}
+
+/// [`begins_as_json`] over bytes read one at a time, none past the one the message would
+/// begin with.
+fn begins_as_json_from(bytes: impl IntoIterator<Item = u8>) -> bool {
+    let mut lead = crate::jsonrpc::envelope::Lead::default();
+    bytes
+        .into_iter()
+        .find_map(|b| lead.step(b))
+        .is_some_and(|b| b == b'{' || b == b'[')
 }
 
 /// Makes room for `more` bytes in `line`, its capacity covered by `hold` (grown by doubling,

@@ -658,3 +658,55 @@ async fn a_large_refused_lines_envelope_read_in_steps_is_the_one_read_at_once() 
         assert_eq!(got[1], (text(r#"{"a":1}"#), None), "cuts {cuts:?}");
     }
 }
+
+/// `begins_as_json` reads bytes as `jsonrpc::message_start` reads text (whitespace,
+/// one byte order mark, then `{` or `[`), for valid UTF-8 and for the valid prefix of bytes
+/// that go on invalid.
+#[test]
+fn begins_as_json_reads_as_message_start_does() {
+    for text in [
+        "{}",
+        "[1]",
+        " \t\r\n{",
+        "\u{feff}[",
+        " \u{feff} {",
+        "\u{a0}{",
+        "\u{2028}\u{feff}\u{3000}[",
+        "\u{feff}\u{feff}{",
+        "x{",
+        "",
+        "   ",
+        "\u{feff}",
+        "\"s\"",
+        "1",
+    ] {
+        let start = crate::jsonrpc::message_start(text);
+        let expected = start.starts_with('{') || start.starts_with('[');
+        assert_eq!(begins_as_json(text.as_bytes()), expected, "{text:?}");
+        // A tail that is no UTF-8 changes nothing once the message has begun, and nothing
+        // before it: the decision is the valid prefix's.
+        let mut bytes = text.as_bytes().to_vec();
+        bytes.extend_from_slice(b"\xff\xfe{");
+        assert_eq!(begins_as_json(&bytes), expected, "{text:?} + invalid tail");
+    }
+    // Bytes no UTF-8 before the message begins: no message.
+    assert!(!begins_as_json(b" \xff{"));
+    // A character cut by the end of the bytes: no message.
+    assert!(!begins_as_json(b" \xc2"));
+}
+
+/// `begins_as_json` reads the bytes only up to where the message would begin (its cost is
+/// the leading whitespace), not a whole WebSocket binary frame of up to 16 MiB in one
+/// poll: every byte after the first one past the lead is left unread.
+#[test]
+fn begins_as_json_reads_no_byte_past_the_lead() {
+    for (lead, first) in [("", b'{'), ("  \u{feff}\u{a0}\t", b'['), (" ", b'x')] {
+        let mut bytes = lead.as_bytes().to_vec();
+        bytes.push(first);
+        bytes.extend(std::iter::repeat_n(0xff, 1 << 16));
+        let mut read = 0_usize;
+        let began = begins_as_json_from(bytes.iter().copied().inspect(|_| read += 1));
+        assert_eq!(began, first != b'x', "{lead:?}");
+        assert_eq!(read, lead.len() + 1, "{lead:?}: bytes read");
+    }
+}
