@@ -340,7 +340,7 @@ impl Envelope {
     }
 
     fn step(&mut self, b: u8) {
-        let space = matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+        let space = super::lead::is_json_whitespace(b);
         self.at = match self.at {
             At::Start => match self.lead.step(b) {
                 Lead::SKIP => At::Start,
@@ -408,7 +408,7 @@ impl Envelope {
 
     /// One byte of a value after its first.
     fn value_byte(&mut self, b: u8, depth: usize, string: bool, escaped: bool, spaced: bool) -> At {
-        let space = matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+        let space = super::lead::is_json_whitespace(b);
         if string {
             self.keep(&[b]);
             let end = !escaped && b == b'"';
@@ -593,7 +593,7 @@ impl Envelope {
 /// parsed): the responses in it to requests of the reader's own still end those requests
 /// (`peer::text`).
 pub(crate) fn batch_entries(text: &[u8], mut each: impl FnMut(&Envelope, bool)) {
-    let space = |b: &u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+    let space = |b: &u8| super::lead::is_json_whitespace(*b);
     let skip_space = |t: &'_ [u8]| -> usize { t.iter().position(|b| !space(b)).unwrap_or(t.len()) };
     let mut at = skip_space(text);
     if text.get(at) != Some(&b'[') {
@@ -644,7 +644,7 @@ pub(crate) fn value_extent(bytes: &[u8], max: usize) -> Option<usize> {
     let window = bytes.get(..max.min(bytes.len())).unwrap_or_default();
     let start = window
         .iter()
-        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))?;
+        .position(|&b| !super::lead::is_json_whitespace(b))?;
     let (mut depth, mut string, mut escaped) = (0_usize, false, false);
     for (i, &b) in window.iter().enumerate().skip(start) {
         if string {
@@ -673,7 +673,8 @@ pub(crate) fn value_extent(bytes: &[u8], max: usize) -> Option<usize> {
                     return Some(i + 1);
                 }
             }
-            b',' | b':' | b' ' | b'\t' | b'\n' | b'\r' if depth == 0 => return Some(i),
+            b',' | b':' if depth == 0 => return Some(i),
+            b if depth == 0 && super::lead::is_json_whitespace(b) => return Some(i),
             _ => {}
         }
     }

@@ -5,6 +5,12 @@ use super::head;
 /// JSON whitespace (RFC 8259 §2): space, horizontal tab, line feed, carriage return.
 const JSON_WHITESPACE: [char; 4] = [' ', '\t', '\n', '\r'];
 
+/// Whether byte `b` is JSON whitespace ([`JSON_WHITESPACE`]): the one reading of the byte
+/// scanners (`envelope`, its batch reading).
+pub(crate) const fn is_json_whitespace(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
 /// The `-32700` detail of a text whose message is preceded by more than RFC 8259 lets
 /// precede it ([`message_lead`]).
 pub(crate) const LEAD_REFUSED: &str =

@@ -161,6 +161,12 @@ impl ErrorObject {
         Self::new(codes::INVALID_REQUEST, detail)
     }
 
+    /// `-32600` worded as the peer and a sans-I/O driver word every one they answer:
+    /// `Invalid Request: {reason}`.
+    pub fn invalid_request_because(reason: impl std::fmt::Display) -> Self {
+        Self::invalid_request(format!("Invalid Request: {reason}"))
+    }
+
     /// `-32800` ([`codes::REQUEST_CANCELLED`]): the answer to a request its sender
     /// cancelled.
     pub fn request_cancelled() -> Self {
@@ -339,7 +345,7 @@ impl InvalidMessage {
     /// The `-32600` error it is answered with (`Invalid Request: {reason}`): the one text of
     /// the peer and of a driver of the sans-I/O machines ([`ParseError::answer`]).
     pub fn answer_error(&self) -> ErrorObject {
-        ErrorObject::invalid_request(format!("Invalid Request: {}", self.reason))
+        ErrorObject::invalid_request_because(&self.reason)
     }
 }
 

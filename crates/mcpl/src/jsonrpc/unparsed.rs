@@ -201,8 +201,8 @@ pub(crate) fn trailing_detail(detail: &str) -> bool {
 /// sans-I/O driver ([`super::ParseError::answer`]).
 pub(crate) fn nesting_refused(batch: bool) -> super::ErrorObject {
     let what = if batch { "batch" } else { "request" };
-    super::ErrorObject::invalid_request(format!(
-        "Invalid Request: the {what} nests arrays and objects deeper than {} levels, \
+    super::ErrorObject::invalid_request_because(format_args!(
+        "the {what} nests arrays and objects deeper than {} levels, \
          which this peer cannot read: send them flatter",
         super::MAX_MEMBER_NESTING
     ))

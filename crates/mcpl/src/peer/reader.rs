@@ -472,8 +472,8 @@ fn take_top(
             shared.diagnose(Diagnostic::BatchTooLarge { count, limit });
             let reply = Message::Response(Response {
                 id: None,
-                outcome: Err(ErrorObject::invalid_request(format!(
-                    "Invalid Request: batch of {count} entries exceeds the limit of {limit}"
+                outcome: Err(ErrorObject::invalid_request_because(format_args!(
+                    "batch of {count} entries exceeds the limit of {limit}"
                 ))
                 .with_data(serde_json::json!({ "limit": limit, "count": count }))),
             });
@@ -485,7 +485,7 @@ fn take_top(
                 shared.diagnose(Diagnostic::EmptyBatch);
                 let reply = Message::Response(Response {
                     id: None,
-                    outcome: Err(ErrorObject::invalid_request("Invalid Request: empty batch")),
+                    outcome: Err(ErrorObject::invalid_request_because("empty batch")),
                 });
                 let _ = replies.send(reply.to_json());
                 return Ok(true);

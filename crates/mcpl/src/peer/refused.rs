@@ -68,13 +68,10 @@ impl Limit<'_> {
             .with_data(serde_json::json!({
                 "limit": limit, "bytes": bytes, "reason": "max_message_size"
             })),
-            Limit::Cost { cost, limit } => {
-                ErrorObject::invalid_request(format!("Invalid Request: {}", self.why())).with_data(
-                    serde_json::json!({
-                        "limit": limit, "count": cost, "reason": "parsed_cost"
-                    }),
-                )
-            }
+            Limit::Cost { cost, limit } => ErrorObject::invalid_request_because(self.why())
+                .with_data(serde_json::json!({
+                    "limit": limit, "count": cost, "reason": "parsed_cost"
+                })),
             // A `-32000`-class error, as for a busy side: the message itself may be valid and
             // may succeed later (`transport::budget`).
             Limit::Budget { bytes, limit } => ErrorObject::new(

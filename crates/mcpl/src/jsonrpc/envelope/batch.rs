@@ -104,7 +104,7 @@ impl BatchSighted {
 
     /// One byte outside an object entry.
     fn step_byte(&mut self, b: u8) {
-        let space = matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+        let space = crate::jsonrpc::lead::is_json_whitespace(b);
         let step = std::mem::replace(&mut self.step, Step::Done);
         self.step = match step {
             Step::Start => match self.lead.step(b) {
