@@ -233,7 +233,7 @@ impl Scan {
 /// Whether `line` begins a JSON object or array that it does not end (scanned, not parsed:
 /// every frame passes here, and a whole message closes its outermost bracket).
 fn begins_spread(line: &str) -> bool {
-    let t = line.trim_start_matches(['\u{feff}', ' ', '\t', '\r']);
+    let (t, _) = mcpl::jsonrpc::message_lead(line);
     if !(t.starts_with('{') || t.starts_with('[')) {
         return false;
     }

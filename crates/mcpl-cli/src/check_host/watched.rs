@@ -108,11 +108,8 @@ impl Repeats {
     /// Scans one text frame: as the library's peer reads it, without the whitespace around
     /// it and a byte order mark before it (noted).
     fn scan(&self, text: &str) {
-        let trimmed = text.trim();
-        let (text, marked) = match trimmed.strip_prefix('\u{feff}') {
-            Some(rest) => (rest.trim_start(), true),
-            None => (trimmed, false),
-        };
+        let marked = text.trim_start().starts_with('\u{feff}');
+        let (text, _) = mcpl::jsonrpc::message_read(text);
         let found = repeated::first_repeated(text);
         let Ok(mut seen) = self.0.lock() else {
             return;
@@ -254,7 +251,7 @@ impl IntegralIds {
         if mcpl::jsonrpc::parsed_cost(text) > super::MAX_PARSED_COST {
             return None;
         }
-        let text = text.trim().trim_start_matches('\u{feff}');
+        let (text, _) = mcpl::jsonrpc::message_read(text);
         // Only a frame with a response whose id is a number but no integer is parsed whole.
         let odd = |h: &Head| {
             h.method.is_none()
