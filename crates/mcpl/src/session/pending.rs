@@ -92,7 +92,18 @@ impl<V, K: Hash + Eq + Clone> Pending<V, K> {
         if let Some(at) = w.deadline {
             self.deadlines.remove(&(at, w.number));
         }
+        self.release_if_empty();
         Some(w.value)
+    }
+
+    /// Frees the tables once nothing waits: an emptied `HashMap` keeps its buckets and an
+    /// emptied `BTreeMap` its root node, which every idle connection would hold for the
+    /// requests of its setup (issue #24's idle memory per connection).
+    fn release_if_empty(&mut self) {
+        if self.by_id.is_empty() {
+            self.by_id = HashMap::new();
+            self.deadlines = BTreeMap::new();
+        }
     }
 
     /// Request `id`'s deadline moved to `deadline` (the work on it goes on); a request
@@ -115,8 +126,8 @@ impl<V, K: Hash + Eq + Clone> Pending<V, K> {
 
     /// Forgets every request.
     pub(crate) fn clear(&mut self) {
-        self.by_id.clear();
-        self.deadlines.clear();
+        self.by_id = HashMap::new();
+        self.deadlines = BTreeMap::new();
     }
 
     /// The earliest deadline of a request still waiting.
@@ -137,6 +148,7 @@ impl<V, K: Hash + Eq + Clone> Pending<V, K> {
                 due.push((id, w.value));
             }
         }
+        self.release_if_empty();
         due
     }
 
@@ -150,6 +162,7 @@ impl<V, K: Hash + Eq + Clone> Pending<V, K> {
             .map(|(id, w)| (w.number, id, w.value))
             .collect();
         all.sort_unstable_by_key(|(number, _, _)| *number);
+        self.release_if_empty();
         all.into_iter().map(|(_, id, v)| (id, v)).collect()
     }
 }
@@ -158,6 +171,29 @@ impl<V, K: Hash + Eq + Clone> Pending<V, K> {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// Once nothing waits, no table is held (an idle connection's memory, issue #24).
+    #[test]
+    fn an_emptied_pending_holds_no_table() {
+        let t0 = Instant::now();
+        let mut p = Pending::default();
+        for id in 0..20 {
+            p.insert(id, (), Some(t0));
+        }
+        assert!(p.by_id.capacity() > 0);
+        for id in 0..19 {
+            p.remove(id);
+        }
+        assert!(p.by_id.capacity() > 0, "one still waits");
+        p.remove(19);
+        assert_eq!(p.by_id.capacity(), 0);
+        p.insert(1, (), Some(t0));
+        assert_eq!(p.take_due(t0).len(), 1);
+        assert_eq!(p.by_id.capacity(), 0);
+        p.insert(2, (), None);
+        assert_eq!(p.take_all().len(), 1);
+        assert_eq!(p.by_id.capacity(), 0);
+    }
 
     #[test]
     fn deadlines_follow_the_requests_in_and_out() {
