@@ -133,6 +133,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod bytes;
 pub mod capability;
 mod config_rules;
 pub mod jsonrpc;

@@ -266,7 +266,7 @@ impl Envelope {
         else {
             return 0;
         };
-        let run = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+        let run = crate::bytes::find2(b'"', b'\\', rest).unwrap_or(rest.len());
         self.keep(rest.get(..run).unwrap_or_default());
         run
     }

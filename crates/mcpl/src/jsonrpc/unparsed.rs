@@ -228,7 +228,7 @@ pub(crate) fn id_written(written: &[u8]) -> Option<RequestId> {
 fn error_offset(text: &[u8], e: &serde_json::Error) -> usize {
     let mut start = 0;
     for _ in 1..e.line() {
-        match memchr::memchr(b'\n', text.get(start..).unwrap_or_default()) {
+        match crate::bytes::find(b'\n', text.get(start..).unwrap_or_default()) {
             Some(i) => start += i + 1,
             None => return 0,
         }

@@ -483,7 +483,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
     /// assembled (or the discard of an oversized or refused one). Returns the bytes taken
     /// and the frame they completed, if any.
     fn take(&mut self, available: &[u8]) -> (usize, Option<Frame>) {
-        let newline = memchr::memchr(b'\n', available);
+        let newline = crate::bytes::find(b'\n', available);
         let take = newline.unwrap_or(available.len());
         let consumed = take + usize::from(newline.is_some());
         // The limit excludes the terminator; one `\r` before `\n` is tolerated on top,

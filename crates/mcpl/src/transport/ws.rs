@@ -458,7 +458,7 @@ fn part_end(rest: &str, budget: &mut usize) -> usize {
         Some(Ok(_)) => {
             let end = values.byte_offset();
             let tail = bytes.get(end..).unwrap_or_default();
-            memchr::memchr(b'\n', tail).map_or(rest.len(), |i| end + i)
+            crate::bytes::find(b'\n', tail).map_or(rest.len(), |i| end + i)
         }
         Some(Err(e)) => {
             *budget = budget.saturating_sub(bytes_read(rest, &e));
@@ -475,7 +475,7 @@ fn part_end(rest: &str, budget: &mut usize) -> usize {
 /// scans what follows it, so each run of whitespace is scanned by at most the one line
 /// before it (linear, however many blank lines a frame holds).
 fn to_parse(bytes: &[u8], budget: usize) -> Result<usize, usize> {
-    let Some(line_end) = memchr::memchr(b'\n', bytes) else {
+    let Some(line_end) = crate::bytes::find(b'\n', bytes) else {
         return Err(bytes.len());
     };
     let after = bytes.get(line_end + 1..).unwrap_or_default();
@@ -504,9 +504,7 @@ fn bytes_read(text: &str, e: &serde_json::Error) -> usize {
     let start = match e.line() {
         0 => return text.len(),
         1 => 0,
-        line => memchr::memchr_iter(b'\n', text.as_bytes())
-            .nth(line - 2)
-            .map_or(text.len(), |i| i + 1),
+        line => crate::bytes::nth(b'\n', text.as_bytes(), line - 2).map_or(text.len(), |i| i + 1),
     };
     start.saturating_add(e.column()).min(text.len())
 }
