@@ -110,7 +110,7 @@ impl LifecycleConfig {
         let mut out = Vec::new();
         timeout(
             &mut out,
-            "LifecycleConfig.safety_timeout",
+            &"LifecycleConfig.safety_timeout",
             self.safety_timeout,
             "every turn would end as timed out at once",
         );
@@ -120,7 +120,7 @@ impl LifecycleConfig {
         ] {
             count(
                 &mut out,
-                &format!("LifecycleConfig.{field}"),
+                &format_args!("LifecycleConfig.{field}"),
                 value,
                 "0 was raised to 1 unseen",
             );

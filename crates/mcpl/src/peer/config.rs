@@ -1,6 +1,7 @@
 //! Connection settings and the message tap.
 
 use super::*;
+use crate::config_rules::Named;
 
 /// Whether a tapped frame was received or sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,7 +302,7 @@ impl PeerConfig {
             ),
         ];
         for (field, timeout, why) in timeouts {
-            crate::config_rules::optional_timeout(&mut out, &name(field), timeout, why);
+            crate::config_rules::optional_timeout(&mut out, &Named(name, field), timeout, why);
         }
         let never = "every message would be refused";
         let raised = "0 was raised to 1 unseen";
@@ -328,7 +329,7 @@ impl PeerConfig {
             ),
         ];
         for (field, value, why) in counts {
-            crate::config_rules::count(&mut out, &name(field), value, why);
+            crate::config_rules::count(&mut out, &Named(name, field), value, why);
         }
         out
     }

@@ -61,7 +61,7 @@ impl ServeConfig {
         let mut out = Vec::new();
         crate::config_rules::timeout(
             &mut out,
-            "ServeConfig.initialize_timeout",
+            &"ServeConfig.initialize_timeout",
             self.initialize_timeout,
             "every connection would be closed before its initialize could be read",
         );

@@ -137,19 +137,19 @@ impl ServerRules {
         let mut out = Vec::new();
         count(
             &mut out,
-            "ServerRules.max_in_flight",
+            &"ServerRules.max_in_flight",
             self.max_in_flight,
             "every host request would be answered busy",
         );
         count(
             &mut out,
-            "ServerRules.max_pending",
+            &"ServerRules.max_pending",
             self.max_pending,
             "every request of the server's would be refused",
         );
         optional_timeout(
             &mut out,
-            "ServerRules.request_timeout",
+            &"ServerRules.request_timeout",
             self.request_timeout,
             "every request of the server's would be given up at once",
         );

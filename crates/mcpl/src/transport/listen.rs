@@ -120,7 +120,7 @@ impl ListenConfig {
         let mut out = Vec::new();
         timeout(
             &mut out,
-            "ListenConfig.handshake_timeout",
+            &"ListenConfig.handshake_timeout",
             self.handshake_timeout,
             "nearly every handshake would be dropped before its first read",
         );
@@ -138,7 +138,7 @@ impl ListenConfig {
         ] {
             count(
                 &mut out,
-                &format!("ListenConfig.{name}"),
+                &format_args!("ListenConfig.{name}"),
                 value,
                 "0 would admit nothing",
             );

@@ -3,6 +3,7 @@
 //! `HostConfig::defects` is this rule under the config's field names).
 
 use super::*;
+use crate::config_rules::Named;
 
 /// Why `field` holding `value` (read as `entry` of a feature-set list) selects nothing:
 /// the text every refusal of a selection entry gives (§6.3,
@@ -74,11 +75,16 @@ impl HostRules {
             ("hook_timeout", self.hook_timeout),
             ("manifest_timeout", self.manifest_timeout),
         ] {
-            crate::config_rules::timeout(&mut out, &name(field), d, "every wait would end at once");
+            crate::config_rules::timeout(
+                &mut out,
+                &Named(name, field),
+                d,
+                "every wait would end at once",
+            );
         }
         crate::config_rules::optional_timeout(
             &mut out,
-            &name("answer_timeout"),
+            &Named(name, "answer_timeout"),
             self.answer_timeout,
             "every server request would be answered -32603 before the application could",
         );
