@@ -19,6 +19,7 @@
 //! Run: `ulimit -n 4096 && cargo bench -p mcpl --bench targets` (quick mode, ≈ 1.5 min);
 //! a filter (`-- round_trip`, `-- fan_out` …) runs some groups only; `-- idle` or
 //! `-- setup` only those parts. Under `cargo test --benches` it runs a smoke version.
+//! Untimed, for a profiler: `--setup-loop N session|bare` runs N setups over stdio.
 
 mod common;
 
@@ -969,6 +970,27 @@ fn main() {
     }
     if args.iter().any(|a| a == "--bare-stdio") {
         return bare_stdio();
+    }
+    if let Some(i) = args.iter().position(|a| a == "--setup-loop") {
+        // `--setup-loop N session|bare`: N setups over stdio one after another, untimed, for
+        // a profiler (`perf stat`, callgrind) to count this side's work per setup; prints the
+        // allocations per setup on this side.
+        let n: u32 = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(100);
+        let bare = args.get(i + 2).is_some_and(|w| w == "bare");
+        let Ok(exe) = std::env::current_exe() else {
+            return;
+        };
+        let per = runtime().block_on(allocations_during(u64::from(n.max(1)), async {
+            for _ in 0..n {
+                if bare {
+                    bare_setup(&exe).await;
+                } else {
+                    session_setup(&exe).await;
+                }
+            }
+        }));
+        println!("allocations per setup (this side) {per}");
+        return;
     }
     if let Some(i) = args.iter().position(|a| a == "--idle-host") {
         let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(20);
