@@ -12,6 +12,7 @@ pub type StreamHandler = Arc<dyn Fn(Value, ChunkSink) -> HandlerFuture + Send + 
 /// order, and only until the final response: a chunk sent after it is refused. Each chunk
 /// is an input to the session's state machine ([`crate::session::HostState::inference_chunk`]),
 /// which counts it for the one a stream that got none is still owed ([`rules::owed_chunk`]).
+/// A chunk that cannot go is refused to the handler ([`ChunkSink::send`]), never absorbed.
 pub struct ChunkSink {
     pub(super) cmds: queue::Sender<Cmd>,
     pub(super) request_id: crate::jsonrpc::RequestId,
@@ -19,7 +20,7 @@ pub struct ChunkSink {
     pub(super) handout: u64,
     pub(super) sent: u64,
     /// Whether the request asked for a stream (`stream: true`, §11.4): a sink of one that
-    /// did not (answered by a `stream_handler` alone) sends nothing.
+    /// did not (answered by a `stream_handler` alone) refuses every chunk.
     pub(super) streamed: bool,
 }
 
@@ -34,12 +35,15 @@ impl std::fmt::Debug for ChunkSink {
 
 impl ChunkSink {
     /// Sends the next text delta; gated per chunk, so a grant narrowed mid-stream stops it.
-    /// For a request without `stream: true` (§11.4: chunks only when asked for) nothing is
-    /// sent, and the delta is counted as if it were.
+    /// A delta that cannot go is refused, never absorbed, and not counted: for a request
+    /// without `stream: true` (§11.4: chunks only when asked for) with
+    /// [`HostError::NotStreamed`] ([`ChunkSink::is_streamed`] tells beforehand; its text
+    /// belongs in the result); once the request's response went out (§11.4: no chunk
+    /// follows it), or the request ended otherwise (cancelled, its deadline answered it),
+    /// with [`HostError::StreamEnded`].
     pub async fn send(&mut self, delta: &str) -> Result<(), HostError> {
         if !self.streamed {
-            self.sent += 1;
-            return Ok(());
+            return Err(HostError::NotStreamed);
         }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let cmd = Cmd::Chunk {
@@ -60,6 +64,12 @@ impl ChunkSink {
     /// How many chunks were sent.
     pub fn sent(&self) -> u64 {
         self.sent
+    }
+
+    /// Whether the request asked for a stream (`stream: true`, §11.4): only then does
+    /// [`ChunkSink::send`] send anything.
+    pub fn is_streamed(&self) -> bool {
+        self.streamed
     }
 }
 
@@ -157,7 +167,7 @@ pub struct HostConfig {
     /// is granted; without one such a request goes to `request_handler`, and its final text
     /// is sent as a single chunk before the response. Without a `request_handler` it
     /// answers every `inference/request`: one without `stream: true` gets its final result
-    /// and none of its chunks (its [`ChunkSink`] sends nothing).
+    /// and none of its chunks (its [`ChunkSink`] refuses them, [`HostError::NotStreamed`]).
     pub stream_handler: Option<StreamHandler>,
     /// Most descriptors one `channels/register` or `channels/changed` may carry (all lists
     /// counted together); a larger message is refused whole with `-32602` and

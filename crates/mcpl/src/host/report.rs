@@ -94,6 +94,13 @@ pub enum HostError {
         "the streamed request was already answered, so nothing more can be streamed on it (§11.4); send every chunk before the stream handler returns its response"
     )]
     StreamEnded,
+    /// Refused locally: the `inference/request` a [`ChunkSink`] was handed for did not ask
+    /// for a stream (no `stream: true`, §11.4), so no `inference/chunk` may be sent for it;
+    /// nothing was sent or counted. [`ChunkSink::is_streamed`] tells a handler beforehand.
+    #[error(
+        "the inference/request did not ask for a stream (no `stream: true`, §11.4), so no chunk can be sent on it; check ChunkSink::is_streamed() and return the whole text as the result"
+    )]
+    NotStreamed,
     /// Refused locally: this session already has an outgoing stream for the inference, open
     /// or ended; a second would restart its `index` and complete its channels twice (§14.3).
     #[error("an outgoing stream for inference {0:?} was already started on this connection (§14.3); keep using the first HostSession::outgoing_stream, or give the new inference its own id")]
