@@ -162,9 +162,9 @@ pub(super) struct Driver {
     /// cancels, each with its hand-out's number: once a request is cancelled its id may be
     /// used again, and an answer or chunk its handler (or a task holding its
     /// [`ChunkSink`]) sends after that is the old hand-out's, never the new one's.
+    /// The number is the state machine's ([`HostState::polled_handout`]), so a late
+    /// answer is judged by hand-out ([`HostState::late_answer_of`]).
     pub(super) tasks: HashMap<RequestId, (u64, tokio::task::AbortHandle)>,
-    /// Requests handed to the application's handlers so far (numbers each hand-out).
-    pub(super) handouts: u64,
 }
 
 pub(super) fn closed_error(peer: &Peer) -> HostError {
@@ -543,11 +543,11 @@ impl Driver {
                     // Its request was answered already (the id may be another request's
                     // now): by its deadline, which the application is told; or cancelled
                     // by the server, which asked for no answer.
-                    // The state machine's rule (`HostState::late_answer`), which reports
-                    // it; a panic is no answer: reported above, not as a late one. Under an
-                    // id the server reused, the deadline's memory of the earlier request is
-                    // gone, so an answer to a cancelled reuse is not called late.
-                    if !self.state.late_answer(&id, !panicked) {
+                    // The state machine's rule, by hand-out (`HostState::late_answer_of`),
+                    // which reports it; a panic is no answer: reported above, not as a late
+                    // one. Under an id the server reused, the first request's answer is
+                    // still late and the cancelled reuse's is not.
+                    if !self.state.late_answer_of(&id, handout, !panicked) {
                         tracing::debug!(?id, "an answer to a cancelled request is dropped");
                     }
                     return;
@@ -864,8 +864,8 @@ impl Driver {
         };
         let cfg = &self.shared.config;
         let p = params.unwrap_or(Value::Null);
-        self.handouts += 1;
-        let handout = self.handouts;
+        // Taken from `poll_output` just now: this request's number.
+        let handout = self.state.polled_handout();
         let streamed = method == crate::protocol::inference::InferenceRequest::NAME
             && rules::is_streamed(Some(&p));
         let handlers = (&cfg.request_handler, &cfg.stream_handler);

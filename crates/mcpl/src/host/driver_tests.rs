@@ -445,6 +445,55 @@ async fn an_answer_queued_when_its_deadline_fires_is_reported_late() {
     );
 }
 
+/// JSON-RPC 2.0 lets the server reuse an id once it is answered: the deadline answered
+/// request 9, the server asked again under 9 and cancelled that. The first handler's
+/// answer, queued before the deadline fired and taken after all that, is still late and
+/// reported ([`HostDiagnostic::LateAnswer`]): the driver judges it by its hand-out
+/// (`HostState::late_answer_of`). Before, the reuse cleared the state machine's memory of
+/// the first request, and the answer was dropped unseen.
+#[tokio::test(start_paused = true)]
+async fn a_late_answer_is_reported_after_the_server_reused_its_id() {
+    let config = HostConfig {
+        answer_timeout: Some(Duration::from_secs(40)),
+        request_handler: Some(Arc::new(|_m: &str, _p: Value| {
+            Box::pin(async { Ok(json!({ "model": "late" })) })
+        })),
+        ..HostConfig::default()
+    };
+    let mut r = Rig::up_with(config).await;
+    let ask = json!({ "jsonrpc": "2.0", "id": 9, "method": "model/info", "params": {} });
+    r.send(ask.clone()).await;
+    r.read_and_take().await;
+    let first = guard(r.d.cmds.recv()).await.expect("the handler answers");
+    tokio::time::advance(Duration::from_secs(41)).await;
+    r.take(Input::Tick);
+    let timed_out = r.recv().await;
+    assert_eq!(
+        timed_out["error"]["data"]["reason"], "answer_timeout",
+        "{timed_out}"
+    );
+    r.send(ask).await;
+    r.read_and_take().await;
+    r.send(
+        json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                   "params": { "requestId": 9 } }),
+    )
+    .await;
+    r.read_and_take().await;
+    let cancelled = r.recv().await;
+    assert_eq!(cancelled["error"]["code"], -32800, "{cancelled}");
+    r.take(Input::Cmd(first));
+    let mut diags = Vec::new();
+    while let Ok(d) = r.streams.diagnostics.try_recv() {
+        diags.push(d);
+    }
+    let late = diags
+        .iter()
+        .filter(|d| matches!(d, HostDiagnostic::LateAnswer { id, .. } if id == "9"))
+        .count();
+    assert_eq!(late, 1, "the first request's late answer: {diags:?}");
+}
+
 /// JSON-RPC 2.0 §4: a server's request taken when every command sender is gone (the
 /// application dropped its last `HostSession`, and no handler runs) cannot reach a handler,
 /// whose answer would come back through the command queue. It is answered `-32603` at

@@ -570,7 +570,6 @@ impl HostSession {
             diags: dtx,
             connected: Some(up_tx),
             tasks: std::collections::HashMap::new(),
-            handouts: 0,
         });
         let session = HostSession {
             inner: Arc::new(Inner {

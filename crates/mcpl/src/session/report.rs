@@ -282,9 +282,11 @@ pub enum HostDiagnostic {
     /// came too late, so it was dropped and never reached the server. Raise
     /// `host::HostConfig::answer_timeout`, or answer sooner. The state machine's rule
     /// ([`HostState::answer`](super::HostState::answer) of such a request reports it too).
-    /// Not reported once the server handed out a new request under the same id (JSON-RPC
-    /// 2.0 lets it reuse an answered id): answers under it are the new request's from then
-    /// on, and one to it the server cancelled is not late.
+    /// An answer given by id alone ([`HostState::answer`](super::HostState::answer)) after
+    /// the server handed out a new request under the same id (JSON-RPC 2.0 lets it reuse an
+    /// answered id) is the new request's, and one to it the server cancelled is not late;
+    /// `host::HostSession`'s driver knows which hand-out an answer comes from, so the
+    /// first request's answer is still reported there.
     LateAnswer {
         /// The request's method.
         method: String,

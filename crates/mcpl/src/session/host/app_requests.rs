@@ -37,6 +37,8 @@ pub(super) struct AppRequest {
     pub(super) streamed: bool,
     /// Chunks sent so far.
     pub(super) chunks: u64,
+    /// Its hand-out's number ([`LateAnswers`]).
+    pub(super) handout: u64,
 }
 
 impl AppRequest {
@@ -46,6 +48,7 @@ impl AppRequest {
         requirement: Requirement,
         inference: bool,
         streamed: bool,
+        handout: u64,
     ) -> AppRequest {
         AppRequest {
             method,
@@ -53,6 +56,7 @@ impl AppRequest {
             inference,
             streamed,
             chunks: 0,
+            handout,
         }
     }
 }
@@ -61,40 +65,83 @@ impl AppRequest {
 /// application's late answer ([`HostDiagnostic::LateAnswer`]) from one to a request the
 /// server cancelled: the oldest is forgotten past it, so a late answer is reported unless 64
 /// other deadlines fired before it came (then it is refused unreported, as one to a
-/// cancelled request is).
+/// cancelled request is). The bound of [`LateAnswers`]: at most this many entries, each an
+/// id, a number and a method name.
 pub(crate) const LATE_ANSWERS_WATCHED: usize = 64;
 
-/// The requests the deadline answered, newest last, at most [`LATE_ANSWERS_WATCHED`]: by
-/// the server's id and method. Reading (JSON-RPC 2.0 lets the server reuse an id once it is
-/// answered): an id is remembered once per request the deadline answered, until a late
-/// answer under it is reported or the server hands out a new request under it
-/// ([`LateAnswers::reused`]). From then on an answer under the id is the new request's:
-/// one given while it waits answers it, and one after it ended (answered, or cancelled by
-/// the server, which asked for no answer) is not late. A late answer to the first request
-/// that comes after the reuse is therefore not reported (as one past the
-/// [`LATE_ANSWERS_WATCHED`] window is not): the id cannot tell the two hand-outs apart, and
-/// a false report is the worse mistake.
+/// One request the deadline answered.
+#[derive(Debug)]
+struct Late {
+    id: RequestId,
+    /// Its hand-out ([`LateAnswers::polled`]).
+    handout: u64,
+    method: &'static str,
+    /// The server handed out a new request under `id` since: an answer by the id alone is
+    /// the new one's ([`LateAnswers::reused`]).
+    superseded: bool,
+}
+
+/// The hand-outs of the server's requests ([`HostOutput::Request`]), numbered from 1 in
+/// the order they are handed out, and the ones the deadline answered, newest last, at most
+/// [`LATE_ANSWERS_WATCHED`].
+///
+/// Reading (JSON-RPC 2.0 lets the server reuse an id once it is answered): an answer
+/// given by id alone ([`HostState::answer`], [`HostState::late_answer`]) under an id the
+/// server handed out again is the new request's: one given while it waits answers it, and
+/// one after it ended (answered, or cancelled by the server, which asked for no answer) is
+/// not late. A driver that knows which hand-out an answer comes from
+/// ([`HostState::polled_handout`] when it took the request) asks by hand-out
+/// ([`HostState::late_answer_of`]): the first request's answer after a reuse of its id is
+/// then late, reported, and the cancelled reuse's is not. A request the deadline answered
+/// is remembered until its late answer is reported or [`LATE_ANSWERS_WATCHED`] later ones
+/// push it out, a reuse of its id marking it rather than forgetting it.
 #[derive(Debug, Default)]
-pub(super) struct LateAnswers(std::collections::VecDeque<(RequestId, &'static str)>);
+pub(super) struct LateAnswers {
+    watched: std::collections::VecDeque<Late>,
+    /// Requests handed out so far (the last one's number).
+    made: u64,
+    /// Requests taken by [`HostState::poll_output`] so far (the last one's number: the
+    /// outputs leave in the order they were made).
+    pub(super) polled: u64,
+}
 
 impl LateAnswers {
-    fn timed_out(&mut self, id: RequestId, method: &'static str) {
-        if self.0.len() == LATE_ANSWERS_WATCHED {
-            self.0.pop_front();
+    /// The number of a request handed out now.
+    pub(super) fn hand_out(&mut self) -> u64 {
+        self.made += 1;
+        self.made
+    }
+
+    fn timed_out(&mut self, id: RequestId, handout: u64, method: &'static str) {
+        if self.watched.len() == LATE_ANSWERS_WATCHED {
+            self.watched.pop_front();
         }
-        self.0.push_back((id, method));
+        let late = Late {
+            id,
+            handout,
+            method,
+            superseded: false,
+        };
+        self.watched.push_back(late);
     }
 
     /// The server handed out a new request under `id`: the ones under it the deadline
-    /// answered before are forgotten, so an answer under `id` is the new request's.
+    /// answered before are no longer found by the id alone, so an answer under `id` is the
+    /// new request's; by hand-out they still are.
     pub(super) fn reused(&mut self, id: &RequestId) {
-        self.0.retain(|(i, _)| i != id);
+        for late in self.watched.iter_mut().filter(|l| l.id == *id) {
+            late.superseded = true;
+        }
     }
 
-    /// The method of a request under `id` the deadline answered, forgotten now.
-    fn take(&mut self, id: &RequestId) -> Option<&'static str> {
-        let at = self.0.iter().position(|(i, _)| i == id)?;
-        self.0.remove(at).map(|(_, method)| method)
+    /// The method of the request the deadline answered that `handout` names (or, `None`,
+    /// the last one under `id`, unless the id was reused since), forgotten now.
+    fn take(&mut self, id: &RequestId, handout: Option<u64>) -> Option<&'static str> {
+        let at = self.watched.iter().position(|l| match handout {
+            Some(h) => l.handout == h && l.id == *id,
+            None => l.id == *id && !l.superseded,
+        })?;
+        self.watched.remove(at).map(|l| l.method)
     }
 }
 
@@ -208,12 +255,33 @@ impl HostState {
     /// last handed one out under it (one the server cancelled asked for no answer, even
     /// under an id an earlier request's deadline answered). Each request the deadline
     /// answered is late once ([`LateAnswers`]). [`Self::answer`] applies it to an id no
-    /// longer waiting; a driver
-    /// that knows the answer comes from a hand-out that ended (the id may be waiting again,
-    /// reused by the server) applies it directly, `report: false` for an answer that is no
-    /// answer (a handler's panic, reported as such).
+    /// longer waiting; a driver that knows which hand-out the answer comes from asks
+    /// [`Self::late_answer_of`] instead, `report: false` for an answer that is no answer
+    /// (a handler's panic, reported as such).
     pub(crate) fn late_answer(&mut self, id: &RequestId, report: bool) -> bool {
-        let Some(method) = self.late.take(id) else {
+        self.late_answer_by(id, None, report)
+    }
+
+    /// [`Self::late_answer`] for an answer from hand-out `handout` of `id` (its number,
+    /// [`Self::polled_handout`] when the driver took the request): late when the deadline
+    /// answered that request, even after the server handed out another under its id
+    /// ([`LateAnswers`]).
+    // Used by `host::HostSession`'s driver.
+    #[cfg_attr(not(feature = "runtime"), allow(dead_code))]
+    pub(crate) fn late_answer_of(&mut self, id: &RequestId, handout: u64, report: bool) -> bool {
+        self.late_answer_by(id, Some(handout), report)
+    }
+
+    /// The number of the last request [`Self::poll_output`] gave out
+    /// ([`HostOutput::Request`], numbered from 1 in order; 0 before the first).
+    // Used by `host::HostSession`'s driver.
+    #[cfg_attr(not(feature = "runtime"), allow(dead_code))]
+    pub(crate) fn polled_handout(&self) -> u64 {
+        self.late.polled
+    }
+
+    fn late_answer_by(&mut self, id: &RequestId, handout: Option<u64>, report: bool) -> bool {
+        let Some(method) = self.late.take(id, handout) else {
             return false;
         };
         if report {
@@ -242,7 +310,7 @@ impl HostState {
                 id: serde_json::to_string(&id).unwrap_or_default(),
                 after,
             });
-            self.late.timed_out(id.clone(), req.method);
+            self.late.timed_out(id.clone(), req.handout, req.method);
             self.out.push_back(HostOutput::AnswerTimedOut { id });
         }
     }

@@ -119,7 +119,8 @@ impl HostState {
                         ModelInfoRequest::NAME
                     };
                     let streamed = inference && rules::is_streamed(r.params.as_ref());
-                    let req = AppRequest::new(method, requirement, inference, streamed);
+                    let handout = self.late.hand_out();
+                    let req = AppRequest::new(method, requirement, inference, streamed, handout);
                     // A deadline past what `Instant` holds is none.
                     let due = self.rules.answer_timeout.and_then(|t| now.checked_add(t));
                     // A new request under an id the deadline answered before: an answer

@@ -438,6 +438,7 @@ impl HostState {
         let o = self.out.pop_front()?;
         if matches!(o, HostOutput::Event(_) | HostOutput::Request { .. }) {
             self.handed_out = self.handed_out.saturating_sub(1);
+            self.late.polled += u64::from(matches!(o, HostOutput::Request { .. }));
         }
         if matches!(o, HostOutput::Event(_)) {
             self.events_out = self.events_out.saturating_sub(1);

@@ -332,3 +332,50 @@ fn an_answer_to_a_reused_id_cancelled_is_not_late() {
     // Nothing under the id is remembered as late now: a stray answer is not late either.
     assert!(!p.host.late_answer(&RequestId::from(1i64), true));
 }
+
+/// The late answer to the *first* request under an id the server reused (JSON-RPC 2.0
+/// lets it, once the id is answered): the deadline answered request 1 (hand-out A), the
+/// server asked again under 1 (hand-out B) and cancelled that. The application's answer
+/// from hand-out A then comes: it is late, and is reported so; the answer from hand-out B
+/// is not (its request was cancelled: no answer was asked for). A driver tells the two
+/// apart by the hand-out its answer comes from (`HostState::late_answer_of`); the id alone
+/// cannot (`HostState::late_answer`, `answer`: under a reused id, the new request's).
+#[test]
+fn the_first_requests_late_answer_under_a_reused_id_is_reported() {
+    let after = Duration::from_secs(40);
+    let mut p = connect_with(Some(after));
+    ask(&mut p, 1);
+    let first = p.host.polled_handout();
+    p.now += after;
+    p.host.handle_timeout(p.now);
+    p.collect();
+    assert_eq!(timed_out(&p), [RequestId::from(1i64)]);
+    ask(&mut p, 1);
+    let second = p.host.polled_handout();
+    assert_ne!(first, second, "each hand-out has its own number");
+    p.server_writes(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1}}),
+    );
+    p.drive();
+    assert_eq!(p.host_answer(1).unwrap()["error"]["code"], -32800);
+    let id = RequestId::from(1i64);
+    assert!(
+        !p.host.late_answer_of(&id, second, true),
+        "cancelled: not late"
+    );
+    assert!(
+        p.host.late_answer_of(&id, first, true),
+        "the first one's is late"
+    );
+    p.collect();
+    let late: Vec<_> = p
+        .host_out
+        .iter()
+        .filter(|o| matches!(o, HostOutput::Diagnostic(HostDiagnostic::LateAnswer { id, .. }) if id == "1"))
+        .collect();
+    assert_eq!(late.len(), 1, "{:?}", p.host_out);
+    // Reported once; the id alone names the reused request, which was cancelled.
+    assert!(!p.host.late_answer_of(&id, first, true));
+    assert!(!p.host.late_answer(&id, true));
+}
