@@ -503,6 +503,13 @@ impl Session {
 
     /// Judges one feature-set-tagged server message: its form, its shape `defects`, and its
     /// feature set (declared; available once the grant is known), then notes the use.
+    ///
+    /// Reading (§6.5: a server-initiated message names its feature set; §6.7): a `featureSet`
+    /// that is present but not a string names no feature set, so the message is outside
+    /// every grant: `t.declared` fails (it names no declared, available set), and once the
+    /// reduction is answered it counts against `policy.reduction-respected`, as a message
+    /// under a set the reduction disabled does. One without `featureSet` is the shape
+    /// check's finding alone.
     pub(super) fn judge_tagged(
         &mut self,
         t: &Tagged,
@@ -521,15 +528,30 @@ impl Session {
         if !defects.is_empty() {
             self.rec.record(t.shape, Status::Fail, defects.join("; "));
         }
-        let Some(fs) = params
-            .and_then(|p| p.get("featureSet"))
-            .and_then(Value::as_str)
-        else {
+        let Some(tag) = params.and_then(|p| p.get("featureSet")) else {
             return;
         };
         if self.narrowing_read && self.pre_reduction_grant.is_none() {
             self.after_narrowing += 1;
         }
+        let Some(fs) = tag.as_str() else {
+            let kind = mcpl::jsonrpc::json_type_name(tag);
+            self.rec.record(
+                t.declared,
+                Status::Fail,
+                format!(
+                    "featureSet is of type {kind}, not a string: it names no feature set (§6.5)"
+                ),
+            );
+            if self.reduction_answered {
+                self.reduction_violations.push(format!(
+                    "{} under a featureSet of type {kind}, which names no feature set",
+                    t.method
+                ));
+                *self.reduction_hits.entry(t.declared).or_default() += 1;
+            }
+            return;
+        };
         if !self.declared(fs) {
             self.rec.record(
                 t.declared,
