@@ -1976,6 +1976,9 @@ fn refusing_answer_ping_too(m: &Value) -> String {
 /// outside the vocabulary was judged by nothing: `mcpl check` warns for such a server
 /// (`initialize.advertisement-shape`), check-host said nothing of the host. It now warns
 /// (`host.advertisement-shape`), in `mcpl validate`'s words; the mirroring host passes.
+/// `channels: true` is no finding of the host's: §5.1 makes `true` at any node shorthand
+/// for every leaf beneath it, and §5.2's host example uses the shorthand, so a host
+/// advertising it alone passes (it warned, a false finding on a conforming host).
 #[tokio::test]
 async fn a_flattened_or_odd_advertisement_warns() {
     let report = report_path("flat-channels.json");
@@ -1990,7 +1993,21 @@ async fn a_flattened_or_odd_advertisement_warns() {
     let c = check(&doc, "host.advertisement-shape");
     assert_eq!(c["status"], "warn", "{doc:#}");
     let d = c["detail"].as_str().unwrap_or_default();
-    assert!(d.contains("channels") && d.contains("pushEvent"), "{d}");
+    assert!(d.contains("pushEvent") && !d.contains("channels"), "{d}");
+
+    let report = report_path("channels-true.json");
+    let params = json!({ "protocolVersion": "2025-06-18",
+        "capabilities": { "experimental": { "mcpl": {
+            "version": "0.5", "pushEvents": true, "channels": true } } },
+        "clientInfo": { "name": "shorthand", "version": "0" } });
+    let init =
+        line(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params }));
+    let head = format!("{init}{INITIALIZED}{}", policy_request());
+    let (_, doc) = raw_scripted_host(&report, head, |m| Some(refusing_answer(m, -32023))).await;
+    let c = check(&doc, "host.advertisement-shape");
+    assert_eq!(c["status"], "pass", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(d.contains("channels.streaming"), "every channels leaf: {d}");
 
     let report = report_path("mirroring.json");
     let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32023))).await;

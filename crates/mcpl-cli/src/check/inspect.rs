@@ -34,18 +34,32 @@ pub fn version(mcpl: &Value) -> Verdict {
 /// `initialize.advertisement-shape` (§5.1): members that advertise nothing or use the 0.4
 /// shapes are tolerated by the host (read fail-closed) and reported as `warn`.
 pub fn advertisement_shape(mcpl: &Value) -> Verdict {
+    shape_verdict(mcpl, true)
+}
+
+/// `host.advertisement-shape` (§5.2: a host's advertisement mirrors the server's shape):
+/// as [`advertisement_shape`], except that `channels: true` passes. Reading: §5.1 makes a
+/// boolean `true` at any node shorthand for every leaf beneath it, and §5.2's own host
+/// example writes `beforeInference: true` and `featureSets: true`, so a host saying
+/// `channels: true` claims every channels leaf, a shape §5.1 allows. The server-side
+/// warning stays: a server's `channels: true` claims leaves a 0.4 server never had, and
+/// what a server claims becomes what a host grants.
+pub fn host_advertisement_shape(mcpl: &Value) -> Verdict {
+    shape_verdict(mcpl, false)
+}
+
+/// The advertisement-shape verdict; `legacy_channels`: `channels: true` warns.
+fn shape_verdict(mcpl: &Value, legacy_channels: bool) -> Verdict {
     let adv = capability::advertised(mcpl);
     let mut odd: Vec<String> = adv
         .findings
         .iter()
-        .filter(|f| {
-            matches!(
-                f.kind,
-                FindingKind::ToolsInsideMcpl
-                    | FindingKind::UnrecognisedMember
-                    | FindingKind::NotBooleanOrObject
-                    | FindingKind::LegacyChannelsTrue
-            )
+        .filter(|f| match f.kind {
+            FindingKind::ToolsInsideMcpl
+            | FindingKind::UnrecognisedMember
+            | FindingKind::NotBooleanOrObject => true,
+            FindingKind::LegacyChannelsTrue => legacy_channels,
+            _ => false,
         })
         .map(said)
         .collect();

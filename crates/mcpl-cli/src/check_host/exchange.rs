@@ -148,10 +148,11 @@ impl Run {
             },
         };
         // §5.2: the host's advertisement mirrors the server's shape (§5.1), read as `mcpl
-        // check` reads a server's (`initialize.advertisement-shape`; AUDIT-001 §2.4:
-        // `channels` flattened to `true`); an MCP-only host's is skipped with the rest.
+        // check` reads a server's (`initialize.advertisement-shape`), `channels: true`
+        // aside: §5.1's shorthand for every leaf, legal for a host
+        // (`inspect::host_advertisement_shape`); an MCP-only host's is skipped with the rest.
         if let (true, Some(m)) = (advertises, mcpl) {
-            let (status, detail) = crate::check::inspect::advertisement_shape(m);
+            let (status, detail) = crate::check::inspect::host_advertisement_shape(m);
             self.record("host.advertisement-shape", status, detail);
         }
         let written = init.respond(served::initialize_result(version)).await;

@@ -95,7 +95,7 @@ catalogue! {
     "host.request-ids-unique", "§4", "no request the host sends reuses an id it sent before on the connection (MCP: never within a session; a warning)";
     "host.initialized-sent", "§4", "after initialize, the host sends notifications/initialized (MCP's lifecycle: the client MUST)";
     "host.unknown-fields-tolerated", "§8", "the host goes on after the checker's initialize (and tools/list) answer carries members no spec defines: it does not end the connection, answer an error under id null, or fall silent (§8: hosts MUST tolerate unknown response fields)";
-    "host.advertisement-shape", "§5.2", "experimental.mcpl mirrors the server's capability shape (§5.1): a member outside the vocabulary, one that advertises nothing, or channels flattened to true warns";
+    "host.advertisement-shape", "§5.2", "experimental.mcpl mirrors the server's capability shape (§5.1): a member outside the vocabulary or one that advertises nothing warns (`channels: true` is §5.1's shorthand for every leaf)";
 }
 
 /// Arguments of `mcpl check-host`.
