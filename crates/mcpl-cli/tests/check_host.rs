@@ -233,6 +233,7 @@ async fn a_careless_host_fails_exactly_what_it_breaks() {
             "host.grant-within-advertisement",
             "host.refuses-before-ready",
             "host.register-refused-before-ready",
+            "host.inference-refused-before-ready",
             "host.rejects-with-error",
             "host.unknown-method-errors",
             "host.incoming-unregistered-refused",
@@ -273,7 +274,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 43, "{text}");
+    assert_eq!(text.lines().count(), 44, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -284,7 +285,7 @@ fn list_and_usage_errors() {
 }
 
 /// A listener that cannot start is one error line, as `mcpl check` says an unreachable
-/// server, not that line after 43 SKIP lines of checks that never ran; `--json` still
+/// server, not that line after 44 SKIP lines of checks that never ran; `--json` still
 /// carries the whole report with its `error`.
 #[test]
 fn a_listener_that_cannot_start_is_one_error_line() {
@@ -304,7 +305,7 @@ fn a_listener_that_cannot_start_is_one_error_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     let doc: Value = serde_json::from_str(err.lines().next().unwrap()).unwrap();
-    assert_eq!(doc["summary"]["skip"], 43, "{doc}");
+    assert_eq!(doc["summary"]["skip"], 44, "{doc}");
     assert!(
         doc["error"].as_str().unwrap().contains("cannot listen"),
         "{doc}"
@@ -675,9 +676,10 @@ async fn scripted_host_advertising(
 }
 
 /// The probes that mean something without a grant (issue #19 item 1), plus the two new ones.
-const PROBES: [&str; 14] = [
+const PROBES: [&str; 15] = [
     "host.refuses-before-ready",
     "host.register-refused-before-ready",
+    "host.inference-refused-before-ready",
     "host.rejects-with-error",
     "host.push-follows-grant",
     "host.answers-every-request",
@@ -796,14 +798,19 @@ async fn an_unversioned_advertisement_fails_and_is_probed_as_0_5() {
 }
 
 /// Issue #19 item 2: a host that holds the granted `inference/request` and reads nothing
-/// after it leaves the ping sent right behind it unanswered.
+/// after it leaves the ping sent right behind it unanswered. (The one sent before the
+/// receipt, `host.inference-refused-before-ready`, it refuses.)
 #[tokio::test]
 async fn head_of_line_blocking_fails_requests_independent() {
     let report = report_path("head-of-line.json");
     let bounds = ["--timeout", "1", "--inference-timeout", "1", "--watch", "0"];
     let (transport, ctl) = spawn_checker_with(&report, &bounds);
     let policy = json!({ "effectiveCapabilities": ["inferenceRequest"] });
-    let host = scripted_host(transport, "0.5", Some(policy), |method| match method {
+    let early = std::sync::atomic::AtomicBool::new(true);
+    let host = scripted_host(transport, "0.5", Some(policy), move |method| match method {
+        "inference/request" if early.swap(false, std::sync::atomic::Ordering::Relaxed) => {
+            Act::Refuse
+        }
         "inference/request" => Act::Block,
         "ping" => Act::Answer(json!({})),
         _ => Act::Refuse,

@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (43 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (44 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 43 * 6 * 512 + 4096,
+        text.len() < 44 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 43, "{doc:#}");
+    assert_eq!(checks.len(), 44, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1938,6 +1938,43 @@ async fn a_register_accepted_before_the_receipt_fails() {
         "pass",
         "{doc:#}"
     );
+}
+
+/// §5.3, §11.1: `inference/request` needs `inferenceRequest`, so it is privileged, and a
+/// host MUST reject it until the initial policy exchange completes. No probe sent one
+/// before the receipt, so a host that ran a server's inference before any grant was in
+/// force passed. `host.inference-refused-before-ready` now fails it; the host refusing it
+/// (the checker's other hosts, refusing everything) passes.
+#[tokio::test]
+async fn an_inference_run_before_the_receipt_fails() {
+    let report = report_path("early-inference.json");
+    let (_, doc) = raw_answering_host(&report, |m| {
+        Some(if m["method"] == "inference/request" {
+            line(&json!({ "jsonrpc": "2.0", "id": m["id"], "result": {
+                "content": "OK", "model": "m", "finishReason": "end_turn" } }))
+        } else {
+            refusing_answer(m, -32023)
+        })
+    })
+    .await;
+    let c = check(&doc, "host.inference-refused-before-ready");
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(
+        d.contains("before the receipt") && d.contains("§5.3"),
+        "{d}"
+    );
+    for id in [
+        "host.refuses-before-ready",
+        "host.register-refused-before-ready",
+    ] {
+        assert_eq!(check(&doc, id)["status"], "pass", "{id}: {doc:#}");
+    }
+
+    let report = report_path("early-inference-refused.json");
+    let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32002))).await;
+    let c = check(&doc, "host.inference-refused-before-ready");
+    assert_eq!(c["status"], "pass", "{doc:#}");
 }
 
 /// MCP's `ping`: a host answering it `"pong"` (a result that is no object) or with an error

@@ -8,6 +8,7 @@ use mcpl::protocol::channels::ChannelsRegister;
 use mcpl::protocol::feature_sets::FeatureSetsUpdate;
 use mcpl::protocol::handshake::{self, HostMcpl};
 use mcpl::protocol::handshake::{Initialize, Initialized};
+use mcpl::protocol::inference::InferenceRequest;
 use mcpl::protocol::push::PushEvent;
 use mcpl::protocol::Method;
 use serde_json::{json, Value};
@@ -210,6 +211,12 @@ impl Run {
         let register = Some(served::early_descriptor());
         let mut early_register = self.start(ChannelsRegister::NAME, register, self.bounds.step);
         let register_settled = poll_once(&mut early_register).await;
+        // And a server-initiated inference (§5.3, §11.1: `inferenceRequest` is a capability,
+        // so `inference/request` is privileged), which a host must not run before the grant
+        // is in force. Its deadline runs beside the others', so the run's bound is unchanged.
+        let infer = Some(served::inference_request());
+        let mut early_infer = self.start(InferenceRequest::NAME, infer, self.bounds.step);
+        let infer_settled = poll_once(&mut early_infer).await;
 
         if request.is_none() {
             while let Some(m) = self.next_until(deadline).await {
@@ -271,6 +278,14 @@ impl Run {
             ("host.register-refused-before-ready", register_stage),
             ChannelsRegister::NAME,
             register,
+            why,
+        )
+        .await;
+        let infer_stage = "the inference/request sent before the receipt";
+        self.judge_early(
+            ("host.inference-refused-before-ready", infer_stage),
+            InferenceRequest::NAME,
+            (infer_settled, early_infer),
             why,
         )
         .await;

@@ -59,6 +59,7 @@ catalogue! {
     "host.grant-not-contradictory", "§5.4", "no policy Request names a path both in effectiveCapabilities and deniedCapabilities";
     "host.refuses-before-ready", "§5.3", "a push/event sent before the receipt is refused with an error";
     "host.register-refused-before-ready", "§5.3", "a channels/register sent before the receipt is refused with an error";
+    "host.inference-refused-before-ready", "§5.3", "an inference/request sent before the receipt is refused with an error (never run: the grant is not yet in force)";
     "host.rejects-with-error", "§6.6", "a push/event under an undeclared feature set gets an error object (-32003)";
     "host.push-follows-grant", "§5.4", "push/event is accepted when its set is allowed, refused with an error when not";
     "host.answers-every-request", "§6.6", "model/info and channels/list get an answer, never silence";
