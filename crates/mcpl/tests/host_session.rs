@@ -2607,12 +2607,52 @@ async fn s17_8_storm_of_manifest_changed_causes_bounded_fetches() {
     }
 }
 
+/// §16.7, §17.6: a tag pattern the host's rules reference that is malformed (outside the
+/// tag alphabet, or without `:` or `*`, so it can never match) is the application's
+/// mistake: `set_consumer_patterns` refuses the call whole, naming each, and keeps the
+/// patterns it had. It dropped them unseen, so a rule's reference was never watched.
+#[tokio::test]
+async fn s16_7_malformed_consumer_patterns_are_refused_not_dropped() {
+    let (s, _streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
+    s.set_consumer_patterns(["acme:alert"]).await.unwrap();
+    let refused = s
+        .set_consumer_patterns(["acme:page", "acme alert", "alert"])
+        .await;
+    let Err(HostError::TagPatterns(errors)) = &refused else {
+        panic!("{refused:?}");
+    };
+    assert_eq!(
+        errors,
+        &[
+            mcpl::tags::RuleError::InvalidPattern("acme alert".into()),
+            mcpl::tags::RuleError::UnnamespacedPattern("alert".into()),
+        ]
+    );
+    let said = refused.unwrap_err().to_string();
+    assert!(
+        said.contains("\"acme alert\"") && said.contains("§16.7"),
+        "{said}"
+    );
+    // The patterns set before stand: dropping `acme:alert` is still reported.
+    let mut next = full_manifest();
+    next["featureSets"]["alerts"]["tagOntology"] = json!({ "tags": { "acme:page": {} } });
+    let receipt = refresh_with(&s, &mut server, next).await.unwrap().unwrap();
+    assert!(
+        receipt
+            .impacts
+            .iter()
+            .any(|i| i.impact == ChangeImpact::OntologyReferenceUndeclared
+                && i.subject == "acme:alert"),
+        "{receipt:?}"
+    );
+}
+
 /// §17.6: with the host's treatment rules registered, a manifest change that drops a tag
 /// they reference is reported as `ontology-reference-undeclared`.
 #[tokio::test]
 async fn s17_6_dropping_a_tag_the_host_rules_reference_is_reported() {
     let (s, _streams, mut server) = connected(&["pushEvents"], full_manifest()).await;
-    s.set_consumer_patterns(["acme:alert"]).await;
+    s.set_consumer_patterns(["acme:alert"]).await.unwrap();
     let mut next = full_manifest();
     next["featureSets"]["alerts"]["tagOntology"] = json!({ "tags": { "acme:page": {} } });
     let receipt = refresh_with(&s, &mut server, next).await.unwrap().unwrap();

@@ -121,7 +121,7 @@ pub(super) enum Cmd {
     /// A set's name and the digest of the `tagOntology` the application reviewed.
     AcceptReviewed(String, String, Reply<Result<String, Option<String>>>),
     RevokeOntology(String, Reply<Option<String>>),
-    ConsumerPatterns(Vec<String>, Reply<()>),
+    ConsumerPatterns(Vec<String>, Reply<Result<(), HostError>>),
 }
 
 /// The reply to [`HostSession::refresh_manifest`].
@@ -201,6 +201,7 @@ fn state_error(e: StateError, peer: &Peer) -> HostError {
         StateError::Completed(c) => c.into(),
         StateError::UseDedicated { method, instead } => HostError::UseDedicated { method, instead },
         StateError::TooManyOpen { what, limit } => HostError::TooManyOpen { what, limit },
+        StateError::TagPatterns(e) => HostError::TagPatterns(e),
         StateError::PolicyInFlight
         | StateError::NotConnected
         | StateError::UnknownRequest(_)
@@ -605,9 +606,10 @@ impl Driver {
                 let _ = reply.send(self.state.revoke_ontology(&name));
             }
             Cmd::ConsumerPatterns(patterns, reply) => {
-                self.state
+                let r = self
+                    .state
                     .set_consumer_patterns(patterns.iter().map(String::as_str));
-                let _ = reply.send(());
+                let _ = reply.send(r.map_err(err));
             }
         }
     }

@@ -801,17 +801,19 @@ impl HostSession {
     }
 
     /// Sets the tag patterns the host's treatment rules reference, so a manifest change that
-    /// drops a tag they name is reported as `ontology-reference-undeclared` (§17.6).
-    pub async fn set_consumer_patterns<'a, I>(&self, patterns: I)
+    /// drops a tag they name is reported as `ontology-reference-undeclared` (§17.6). A
+    /// pattern that is malformed or can never match (§16.7) refuses the call whole with
+    /// [`HostError::TagPatterns`], the patterns set before standing; a closed session is
+    /// its error.
+    pub async fn set_consumer_patterns<'a, I>(&self, patterns: I) -> Result<(), HostError>
     where
         I: IntoIterator<Item = &'a str>,
     {
         let patterns: Vec<String> = patterns.into_iter().map(str::to_owned).collect();
-        let _ = self
-            .call_bounded("setConsumerPatterns", |r| {
-                Cmd::ConsumerPatterns(patterns, r)
-            })
-            .await;
+        self.call_bounded("setConsumerPatterns", |r| {
+            Cmd::ConsumerPatterns(patterns, r)
+        })
+        .await?
     }
 
     /// The accepted ontology digest of feature set `name`, if any is standing.

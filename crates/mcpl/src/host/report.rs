@@ -101,6 +101,11 @@ pub enum HostError {
         "the inference/request did not ask for a stream (no `stream: true`, §11.4), so no chunk can be sent on it; check ChunkSink::is_streamed() and return the whole text as the result"
     )]
     NotStreamed,
+    /// Refused locally: tag patterns given to [`HostSession::set_consumer_patterns`] that
+    /// are malformed or can never match (§16.7), each with why; none of the call's patterns
+    /// was set, and the ones set before stand.
+    #[error("tag patterns not set: {}; fix each (a tag with `*` globs, namespaced as `namespace:value`, §16.7) and set them again", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    TagPatterns(Vec<crate::tags::RuleError>),
     /// Refused locally: this session already has an outgoing stream for the inference, open
     /// or ended; a second would restart its `index` and complete its channels twice (§14.3).
     #[error("an outgoing stream for inference {0:?} was already started on this connection (§14.3); keep using the first HostSession::outgoing_stream, or give the new inference its own id")]

@@ -106,6 +106,10 @@ pub enum StateError {
         /// What to call instead.
         instead: &'static str,
     },
+    /// Tag patterns given to [`HostState::set_consumer_patterns`] that are malformed or can
+    /// never match (§16.7), each with why; none of the call's patterns was set.
+    #[error("tag patterns not set: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    TagPatterns(Vec<crate::tags::RuleError>),
     /// The connection is not up: wait for [`HostOutput::Connected`] (`Ok`), or it is closed.
     #[error("the connection is not up: wait for HostOutput::Connected, or connect again")]
     NotConnected,

@@ -706,13 +706,25 @@ impl HostState {
 
     /// Sets the tag patterns the host's treatment rules reference (§17.6,
     /// [`ManifestReview::set_consumer_patterns`]); nothing before a manifest is reviewed.
-    pub fn set_consumer_patterns<'a, I>(&mut self, patterns: I)
+    /// A pattern that is malformed or can never match (§16.7, [`crate::tags::TagPattern`])
+    /// refuses the call whole ([`StateError::TagPatterns`], each named), the patterns set
+    /// before standing: the application's mistake is reported, not dropped.
+    pub fn set_consumer_patterns<'a, I>(&mut self, patterns: I) -> Result<(), StateError>
     where
         I: IntoIterator<Item = &'a str>,
     {
+        let patterns: Vec<&str> = patterns.into_iter().collect();
+        let refused: Vec<_> = patterns
+            .iter()
+            .filter_map(|p| crate::tags::TagPattern::new(p).err())
+            .collect();
+        if !refused.is_empty() {
+            return Err(StateError::TagPatterns(refused));
+        }
         if let Some(r) = self.p.review_mut() {
             r.set_consumer_patterns(patterns);
         }
+        Ok(())
     }
 
     /// Changes the host's policy (§6.7 orderings): a narrowing applies at once, before the

@@ -345,7 +345,11 @@ fn s16_5_an_accepted_ontology_is_invalidated_by_a_changed_declaration() {
     assert_eq!(p.host.revoke_ontology("news"), Some(digest.clone()));
     assert_eq!(p.host.revoke_ontology("news"), None);
     assert_eq!(p.host.accept_ontology("news").as_ref(), Ok(&digest));
-    p.host.set_consumer_patterns(["acme:a"]);
+    p.host.set_consumer_patterns(["acme:a"]).unwrap();
+    assert!(matches!(
+        p.host.set_consumer_patterns(["acme:a", "a"]),
+        Err(StateError::TagPatterns(e)) if e.len() == 1
+    ));
     let id = p.host.refresh_manifest(p.now).expect("up");
     assert!(p.host.is_pending(id));
     p.drive();
