@@ -202,6 +202,7 @@ fn state_error(e: StateError, peer: &Peer) -> HostError {
         StateError::UseDedicated { method, instead } => HostError::UseDedicated { method, instead },
         StateError::TooManyOpen { what, limit } => HostError::TooManyOpen { what, limit },
         StateError::TagPatterns(e) => HostError::TagPatterns(e),
+        StateError::UsageNotSent(why) => HostError::UsageNotSent(why),
         StateError::PolicyInFlight
         | StateError::NotConnected
         | StateError::UnknownRequest(_)

@@ -106,6 +106,11 @@ pub enum HostError {
     /// was set, and the ones set before stand.
     #[error("tag patterns not set: {}; fix each (a tag with `*` globs, namespaced as `namespace:value`, §16.7) and set them again", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     TagPatterns(Vec<crate::tags::RuleError>),
+    /// The turn's `completed` was sent without the `usage` given to [`Turn::complete`],
+    /// which is not token usage (§10.5: an object of token counts, never message content):
+    /// why. The turn ended.
+    #[error("the turn's completed was sent without usage: {0}; give usage as an object of token counts such as {{\"inputTokens\": 10, \"outputTokens\": 5}}, never content (§10.5)")]
+    UsageNotSent(String),
     /// Refused locally: this session already has an outgoing stream for the inference, open
     /// or ended; a second would restart its `index` and complete its channels twice (§14.3).
     #[error("an outgoing stream for inference {0:?} was already started on this connection (§14.3); keep using the first HostSession::outgoing_stream, or give the new inference its own id")]

@@ -46,7 +46,9 @@ impl Turn {
         r?
     }
 
-    /// Sends `completed`, with `usage` (`{inputTokens, outputTokens}`) when given.
+    /// Sends `completed`, with `usage` (`{inputTokens, outputTokens}`) when given; a `usage`
+    /// that is not token usage (§10.5) is left out, `completed` still sent, and the call is
+    /// [`HostError::UsageNotSent`].
     pub async fn complete(self, usage: Option<Value>) -> Result<(), HostError> {
         self.finish(Terminal::Completed, usage).await
     }

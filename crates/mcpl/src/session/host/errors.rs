@@ -110,6 +110,10 @@ pub enum StateError {
     /// never match (§16.7), each with why; none of the call's patterns was set.
     #[error("tag patterns not set: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     TagPatterns(Vec<crate::tags::RuleError>),
+    /// The terminal was sent without the `usage` given ([`HostState::end_turn`]), which is
+    /// not token usage (§10.5): why.
+    #[error("the terminal was sent without usage: {0}; give usage as an object of token counts such as {{\"inputTokens\": 10, \"outputTokens\": 5}}, never content (§10.5)")]
+    UsageNotSent(String),
     /// The connection is not up: wait for [`HostOutput::Connected`] (`Ok`), or it is closed.
     #[error("the connection is not up: wait for HostOutput::Connected, or connect again")]
     NotConnected,

@@ -134,7 +134,10 @@ impl HostState {
 
     /// Ends the open turn of `inference_id` with its one terminal (§10.5), `usage` attached
     /// when given. A terminal the grant no longer allows is not sent (outbound gating wins):
-    /// reported, and [`StateError::NotSent`]; the turn ends either way.
+    /// reported, and [`StateError::NotSent`]; the turn ends either way. A `usage` that is
+    /// not token usage (not an object, or a member that is not a number: §10.5, metadata
+    /// only) is left out of the terminal, which is sent, and the call is
+    /// [`StateError::UsageNotSent`].
     pub fn end_turn(
         &mut self,
         inference_id: &str,
@@ -157,16 +160,45 @@ impl HostState {
             });
             return Err(StateError::NotSent(r));
         }
+        // §10.5: a terminal is owed whatever the usage; one that is not token usage is left
+        // out and the caller told.
+        let refused = usage.as_ref().and_then(usage_defect);
         let params = Lifecycle {
             conversation_id: &conversation_id,
             inference_id,
             phase: terminal.as_str(),
             turn_index,
-            usage: usage.as_ref(),
+            usage: usage.as_ref().filter(|_| refused.is_none()),
         };
         self.transmit_lifecycle(&params);
-        Ok(())
+        match refused {
+            Some(why) => Err(StateError::UsageNotSent(why)),
+            None => Ok(()),
+        }
     }
+}
+
+/// Why `usage` is not what a lifecycle terminal may carry, if it is not (§10.5: `usage` an
+/// object of token usage, and no signal carries message content). Reading: `null` is
+/// absent; otherwise an object whose `inputTokens` and `outputTokens` are token counts when
+/// present ([`crate::protocol::inference::Usage`]) and whose every member is a number or
+/// `null`, so vendor counters pass and no text or structure (where content would go) does.
+fn usage_defect(usage: &Value) -> Option<String> {
+    if usage.is_null() {
+        return None;
+    }
+    let Some(o) = usage.as_object() else {
+        let kind = crate::jsonrpc::json_type_name(usage);
+        return Some(format!("usage is a JSON {kind}, not an object"));
+    };
+    if let Some((k, v)) = o.iter().find(|(_, v)| !v.is_number() && !v.is_null()) {
+        let kind = crate::jsonrpc::json_type_name(v);
+        let shown: String = k.chars().take(64).collect();
+        return Some(format!("usage.{shown} is a JSON {kind}, not a number"));
+    }
+    serde_json::from_value::<crate::protocol::inference::Usage>(usage.clone())
+        .err()
+        .map(|e| format!("usage is not token usage: {e}"))
 }
 
 #[cfg(test)]

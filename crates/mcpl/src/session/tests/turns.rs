@@ -55,6 +55,52 @@ fn s10_5_a_turn_gets_exactly_one_started_and_one_terminal() {
         .any(|t| t.contains("inference/lifecycle")));
 }
 
+/// §10.5: `usage` is token usage, and a lifecycle signal MUST NOT carry message content.
+/// An application's `usage` that is no object, or holds a member that is not a number (a
+/// text, an object: where content would go), was sent as given, the host writing the
+/// defect onto the wire unseen. Now `completed` still goes (exactly one terminal), without
+/// that `usage`, and the call says so (`StateError::UsageNotSent`); token counts (and other
+/// numeric counters) go as before, `null` is absent.
+#[test]
+fn s10_5_a_usage_that_is_not_token_usage_is_refused_and_the_terminal_still_goes() {
+    let mut rules = server_rules();
+    rules.manifest["inferenceLifecycle"] = json!({});
+    let mut p = Pair::connect(&["inferenceLifecycle"], rules);
+    let bad = [
+        json!("lots"),
+        json!({"outputTokens": 3, "assistantMessage": "the reply"}),
+        json!({"outputTokens": "3"}),
+    ];
+    for (i, usage) in bad.into_iter().enumerate() {
+        let id = format!("bad{i}");
+        p.host.start_turn(&id, "c", 0).expect("granted");
+        let r = p.host.end_turn(&id, Terminal::Completed, Some(usage));
+        assert!(matches!(&r, Err(StateError::UsageNotSent(_))), "{r:?}");
+        assert!(r.unwrap_err().to_string().contains("§10.5"));
+    }
+    p.host.start_turn("ok", "c", 0).expect("granted");
+    let counts = json!({"inputTokens": 1, "outputTokens": 2, "cacheReadTokens": 0});
+    p.host
+        .end_turn("ok", Terminal::Completed, Some(counts))
+        .unwrap();
+    p.collect();
+    let lines: Vec<Value> = p
+        .to_server
+        .iter()
+        .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+        .filter(|v| v["method"] == "inference/lifecycle" && v["params"]["phase"] == "completed")
+        .collect();
+    assert_eq!(lines.len(), 4, "one completed per turn: {lines:?}");
+    for l in &lines[..3] {
+        assert!(l["params"].get("usage").is_none(), "{l}");
+    }
+    assert_eq!(
+        lines[3]["params"]["usage"]["outputTokens"], 2,
+        "{}",
+        lines[3]
+    );
+}
+
 /// A driver that handles only `Transmit` writes every frame: the lifecycle notifications
 /// the session encodes from their type come out as that one variant, like every other frame
 /// (a loop matching `Transmit` alone used to miss them, silently).
