@@ -506,10 +506,10 @@ impl Session {
     ///
     /// Reading (§6.5: a server-initiated message names its feature set; §6.7): a `featureSet`
     /// that is present but not a string names no feature set, so the message is outside
-    /// every grant: `t.declared` fails (it names no declared, available set), and once the
-    /// reduction is answered it counts against `policy.reduction-respected`, as a message
-    /// under a set the reduction disabled does. One without `featureSet` is the shape
-    /// check's finding alone.
+    /// every grant: once the reduction is answered it counts against
+    /// `policy.reduction-respected`, as a message under a set the reduction disabled does.
+    /// Its shape is `t.shape`'s finding (as for a hook answer's, `hooks.injection-shape`);
+    /// `t.declared` judges names. One without `featureSet` is the shape check's alone.
     pub(super) fn judge_tagged(
         &mut self,
         t: &Tagged,
@@ -535,15 +535,8 @@ impl Session {
             self.after_narrowing += 1;
         }
         let Some(fs) = tag.as_str() else {
-            let kind = mcpl::jsonrpc::json_type_name(tag);
-            self.rec.record(
-                t.declared,
-                Status::Fail,
-                format!(
-                    "featureSet is of type {kind}, not a string: it names no feature set (§6.5)"
-                ),
-            );
             if self.reduction_answered {
+                let kind = mcpl::jsonrpc::json_type_name(tag);
                 self.reduction_violations.push(format!(
                     "{} under a featureSet of type {kind}, which names no feature set",
                     t.method
