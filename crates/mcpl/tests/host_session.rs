@@ -2261,6 +2261,20 @@ async fn s10_5_dropped_turn_sends_aborted_once() {
     assert_eq!(term["usage"]["outputTokens"], 2);
     // Exactly one terminal: the next message is a ping, not a second terminal.
     server.expect_ping_next(&s).await;
+
+    // §10.5: usage carrying content is left out; `completed` still goes, the call says so.
+    let turn = s.start_turn("i3", "c", 5).await.unwrap();
+    server.notification("inference/lifecycle").await;
+    let r = turn
+        .complete(Some(
+            json!({"outputTokens": 2, "assistantMessage": "the reply"}),
+        ))
+        .await;
+    assert!(matches!(&r, Err(HostError::UsageNotSent(_))), "{r:?}");
+    let term = server.notification("inference/lifecycle").await.unwrap();
+    assert_eq!(term["phase"], "completed");
+    assert!(term.get("usage").is_none(), "{term}");
+    server.expect_ping_next(&s).await;
 }
 
 /// §10.5: one `started` and one terminal per `inferenceId`. A second turn for an id whose
