@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (44 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (45 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 44 * 6 * 512 + 4096,
+        text.len() < 45 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 44, "{doc:#}");
+    assert_eq!(checks.len(), 45, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1974,6 +1974,43 @@ async fn an_inference_run_before_the_receipt_fails() {
     let report = report_path("early-inference-refused.json");
     let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32002))).await;
     let c = check(&doc, "host.inference-refused-before-ready");
+    assert_eq!(c["status"], "pass", "{doc:#}");
+}
+
+/// §11.2, §11.4: `stream` defaults to `false`, and chunks go only to a request with
+/// `stream: true`. The checker's `inference/request` asks for no stream, so an
+/// `inference/chunk` the host sends is one nobody asked for; no check judged it, and a host
+/// streaming every answer passed. `host.chunks-only-when-streamed` now fails it; the host
+/// answering with the result alone passes.
+#[tokio::test]
+async fn a_chunk_for_a_request_that_asked_for_no_stream_fails() {
+    let answer = |chunk: bool| {
+        move |m: &Value| {
+            Some(if m["method"] == "inference/request" {
+                let c = json!({ "jsonrpc": "2.0", "method": "inference/chunk",
+                                "params": { "requestId": m["id"], "index": 0, "delta": "OK" } });
+                let r = json!({ "jsonrpc": "2.0", "id": m["id"], "result": {
+                    "content": "OK", "model": "m", "finishReason": "end_turn" } });
+                if chunk {
+                    format!("{}{}", line(&c), line(&r))
+                } else {
+                    line(&r)
+                }
+            } else {
+                refusing_answer(m, -32023)
+            })
+        }
+    };
+    let report = report_path("unasked-chunk.json");
+    let (_, doc) = raw_answering_host(&report, answer(true)).await;
+    let c = check(&doc, "host.chunks-only-when-streamed");
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(d.contains("inference/chunk") && d.contains("§11.4"), "{d}");
+
+    let report = report_path("no-unasked-chunk.json");
+    let (_, doc) = raw_answering_host(&report, answer(false)).await;
+    let c = check(&doc, "host.chunks-only-when-streamed");
     assert_eq!(c["status"], "pass", "{doc:#}");
 }
 

@@ -689,6 +689,7 @@ impl Run {
             ),
         };
         self.record(id, status, format!("{detail}{}", meanwhile.note()));
+        self.inference_answered |= judged.is_some();
         let (status, detail) = match judged {
             None if allowed => (Status::Skip, "no result to judge".into()),
             None => (

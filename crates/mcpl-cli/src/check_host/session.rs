@@ -115,6 +115,14 @@ pub(super) struct Run {
     notifications: usize,
     notifications_with_id: usize,
     first_notification_with_id: Option<String>,
+    /// `inference/chunk`s the host sent (§11.4: only for a request with `stream: true`,
+    /// which the checker never sends), and the `requestId` of the first, quoted
+    /// (`host.chunks-only-when-streamed`).
+    pub(super) chunks: usize,
+    pub(super) first_chunk_for: Option<String>,
+    /// An `inference/request` of the checker's was answered with a result: the host ran an
+    /// inference, so whether it streamed unasked is judged.
+    pub(super) inference_answered: bool,
     /// What the run is doing, named in the report when the host goes away.
     pub(super) stage: &'static str,
     /// How and when the host went away, once it has.
@@ -183,6 +191,9 @@ impl Run {
             notifications: 0,
             notifications_with_id: 0,
             first_notification_with_id: None,
+            chunks: 0,
+            first_chunk_for: None,
+            inference_answered: false,
             stage: "the connection",
             gone: None,
             unfinished: None,

@@ -46,6 +46,24 @@ impl Run {
             let why = "the host sent no notification-only method (§4.1) during the run";
             self.record_unset(&[form], Status::Skip, why);
         }
+        // §11.2, §11.4: the checker's inference/request asks for no stream (`stream`
+        // defaults to false), so every chunk is one nobody asked for.
+        let chunks = "host.chunks-only-when-streamed";
+        if let Some(first) = &self.first_chunk_for {
+            let d = format!(
+                "{} inference/chunk sent (the first with requestId {first}), though no \
+                 inference/request of the checker's asked for a stream (§11.2: stream defaults \
+                 to false; §11.4: chunks only for stream: true)",
+                self.chunks
+            );
+            self.record(chunks, Status::Fail, d);
+        } else if self.inference_answered {
+            let d = "the checker's inference/request (no stream) was answered with no chunk";
+            self.record(chunks, Status::Pass, d);
+        } else {
+            let why = "the host answered no inference/request of the checker's with a result";
+            self.record_unset(&[chunks], Status::Skip, why);
+        }
         self.conclude_deliveries();
         self.conclude_lifecycles();
         // JSON-RPC 2.0 §5: one Response per call; judged on what came, however the run ended.

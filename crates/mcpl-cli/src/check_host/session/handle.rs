@@ -66,6 +66,14 @@ impl Run {
         if method == InferenceLifecycle::NAME {
             self.judge_lifecycle(params);
         }
+        if method == mcpl::protocol::inference::InferenceChunk::NAME {
+            self.chunks = self.chunks.saturating_add(1);
+            if self.first_chunk_for.is_none() {
+                let id = params.and_then(|p| p.get("requestId"));
+                let quoted = id.map_or_else(|| "none".into(), super::super::judge::excerpt);
+                self.first_chunk_for = Some(quoted);
+            }
+        }
         let req = match m {
             IncomingMessage::Request(r) => r,
             IncomingMessage::Notification(n) => {
