@@ -280,3 +280,51 @@ async fn unread_events_are_bounded_and_hold_back_the_next_dial() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(dials.load(Ordering::SeqCst) > held);
 }
+
+/// A configuration or backoff that cannot work is the application's mistake, said once and
+/// never dialled: the supervisor's first event is `Failed` naming each defect, with no
+/// retry, and its events end. Before, an invalid `HostConfig` was dialled and refused at
+/// every attempt, forever (the server dialled each time for a connect that could never
+/// succeed), and a zero `Backoff::initial` (or `max`) re-dialled a refusing server with no
+/// wait at all, a busy loop.
+#[tokio::test(start_paused = true)]
+async fn an_unusable_config_or_backoff_is_refused_once_and_never_dialled() {
+    let unusable_config = HostConfig {
+        event_capacity: 0,
+        ..config()
+    };
+    let zero_wait = Backoff {
+        initial: Duration::ZERO,
+        max: Duration::ZERO,
+        ..backoff()
+    };
+    let cases = [
+        (unusable_config, backoff(), "HostConfig.event_capacity"),
+        (config(), zero_wait, "Backoff.initial"),
+        (
+            config(),
+            Backoff {
+                max_attempts: Some(0),
+                ..backoff()
+            },
+            "Backoff.max_attempts",
+        ),
+    ];
+    for (cfg, b, named) in cases {
+        let (dial, Dialler { dials, .. }) = dialler(u32::MAX);
+        let mut sup = Supervisor::spawn(dial, cfg, b);
+        match sup.next_event().await {
+            Some(SupervisorEvent::Failed {
+                attempt,
+                error,
+                retry_in,
+            }) => {
+                assert_eq!((attempt, retry_in), (1, None), "{error}");
+                assert!(error.contains(named), "{named}: {error}");
+            }
+            other => panic!("{named}: unexpected {other:?}"),
+        }
+        assert!(sup.next_event().await.is_none(), "{named}: the events end");
+        assert_eq!(dials.load(Ordering::SeqCst), 0, "{named}: dialled");
+    }
+}

@@ -53,6 +53,38 @@ impl Backoff {
         let doublings = failures.saturating_sub(1).min(31);
         self.initial.saturating_mul(1u32 << doublings).min(self.max)
     }
+
+    /// Every value of this backoff that cannot work, each naming its field, what it holds
+    /// and what to write; empty when there is none. [`Supervisor::spawn`] refuses a backoff
+    /// with any before it dials. `initial` and `max` are at least 1 ms (a zero wait
+    /// re-dials a refusing server in a busy loop), `max` at least `initial` (the waits
+    /// would never grow), and `max_attempts`, when given, at least 1.
+    pub fn defects(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let ms = Duration::from_millis(1);
+        if self.initial < ms {
+            out.push(format!(
+                "Backoff.initial is {:?}: give at least 1 ms (a zero wait re-dials a refusing \
+                 server in a busy loop; 100 ms by default)",
+                self.initial
+            ));
+        }
+        if self.max < self.initial.max(ms) {
+            out.push(format!(
+                "Backoff.max is {:?}, below Backoff.initial ({:?}) or 1 ms: give at least \
+                 initial (30 s by default)",
+                self.max, self.initial
+            ));
+        }
+        if self.max_attempts == Some(0) {
+            out.push(
+                "Backoff.max_attempts is Some(0): give at least Some(1), or None never to give \
+                 up"
+                .to_owned(),
+            );
+        }
+        out
+    }
 }
 
 /// What happened to the supervised connection, in order.
@@ -138,7 +170,10 @@ impl std::fmt::Debug for Supervisor {
 impl Supervisor {
     /// Starts supervising: `dial` opens a new transport to the server each time one is
     /// needed (for example `|| transport::endpoint::connect(addr, None)`), and every
-    /// transport gets its own [`HostSession::connect`] with `config`.
+    /// transport gets its own [`HostSession::connect`] with `config`. A `config` or
+    /// `backoff` that cannot work ([`HostConfig::defects`], [`Backoff::defects`]) is never
+    /// dialled: the first event is [`SupervisorEvent::Failed`] naming each defect, with no
+    /// retry, and the events end.
     pub fn spawn<F, Fut, E>(dial: F, config: HostConfig, backoff: Backoff) -> Supervisor
     where
         F: Fn() -> Fut + Send + Sync + 'static,
@@ -191,6 +226,18 @@ async fn supervise(
     events: mpsc::Sender<SupervisorEvent>,
     current: watch::Sender<Option<HostSession>>,
 ) {
+    // The application's mistake, certain to fail every attempt: said once, nothing dialled.
+    let mut defects = config.defects();
+    defects.extend(backoff.defects());
+    if !defects.is_empty() {
+        let failed = SupervisorEvent::Failed {
+            attempt: 1,
+            error: format!("not dialled: {}", defects.join("; ")),
+            retry_in: None,
+        };
+        let _ = events.send(failed).await;
+        return;
+    }
     let mut failures = 0u32;
     let mut generation = 0u64;
     loop {
