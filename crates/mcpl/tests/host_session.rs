@@ -3099,6 +3099,37 @@ async fn s10_fan_out_is_concurrent_and_fails_open_per_server() {
     drop(held);
 }
 
+/// A session handed to the fan-out that is already closed cannot be sent the hook: it is a
+/// failure the application sees (fail-open, §10), never silently left out, and not counted
+/// as consulted.
+#[tokio::test]
+async fn s10_a_closed_session_given_to_the_fan_out_is_reported_not_skipped() {
+    let policy = ["contextHooks.beforeInference.inject.beforeUser"];
+    let (gone, _sg, _server_gone) = connected(&policy, full_manifest()).await;
+    let (live, _sl, mut server_live) = connected(&policy, full_manifest()).await;
+    gone.close();
+    let params = json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"x"});
+    let fan = tokio::spawn(async move { before_inference(&[&gone, &live], &params).await });
+    server_live
+        .request("context/beforeInference")
+        .await
+        .respond(json!({ "contextInjections": [] }))
+        .await
+        .unwrap();
+    let inj = fan.await.unwrap();
+    assert_eq!(
+        inj.consulted.len(),
+        1,
+        "only the live session was sent the hook"
+    );
+    assert_eq!(inj.failures.len(), 1, "the closed one is reported: {inj:?}");
+    assert!(
+        inj.failures[0].detail.contains("not sent"),
+        "{:?}",
+        inj.failures[0]
+    );
+}
+
 #[tokio::test]
 async fn connect_over_a_transport_runs_the_same_handshake() {
     let (host_t, server_t) = mcpl::transport::memory::pair();

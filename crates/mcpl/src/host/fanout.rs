@@ -43,7 +43,8 @@ pub struct Injections {
     pub after_user: Vec<AcceptedInjection>,
     /// Every rejected injection.
     pub rejected: Vec<RejectedInjection>,
-    /// Hooks that failed or timed out (fail-open).
+    /// Hooks that failed or timed out (fail-open), and sessions given that could not be
+    /// sent the hook (closed): those are not in [`Self::consulted`].
     pub failures: Vec<HookFailure>,
     /// Servers the hook was sent to.
     pub consulted: Vec<String>,
@@ -107,14 +108,14 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
             let verdict = match while_driver_moves(&s.inner.shared, call, limit).await {
                 Some(v) => {
                     give_up.answered();
-                    v.ok().flatten()
+                    v.map_err(|e| format!("the hook was not sent: {e}"))
                 }
-                None => Some(HookVerdict {
+                None => Ok(Some(HookVerdict {
                     failure: Some(format!(
                         "the session did not take the hook within {limit:?} (its server is not reading)"
                     )),
                     ..HookVerdict::default()
-                }),
+                })),
             };
             // Given up (`None` above): cancelled when the driver takes calls again.
             drop(give_up);
@@ -124,9 +125,17 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
     let answers = futures_util::future::join_all(calls).await;
     let mut out = Injections::default();
     for (s, verdict) in answers {
-        // `None`: the hook does not apply to this session (or it is gone).
-        let Some(verdict) = verdict else { continue };
         let server = s.label();
+        let verdict = match verdict {
+            Ok(Some(verdict)) => verdict,
+            // The hook does not apply to this session (§10.1: nothing granted that it needs).
+            Ok(None) => continue,
+            // Never sent (the session is closed): a failure, not a consultation.
+            Err(detail) => {
+                out.failures.push(HookFailure { server, detail });
+                continue;
+            }
+        };
         out.consulted.push(server.clone());
         if let Some(detail) = verdict.failure {
             out.failures.push(HookFailure { server, detail });
