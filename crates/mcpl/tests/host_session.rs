@@ -3000,7 +3000,7 @@ async fn s16_5_accepted_ontology_implies_edges_apply_to_push_tags() {
         other => panic!("unexpected {other:?}"),
     }
     // Acceptance stays revocable: after it, the edges no longer apply.
-    assert_eq!(s.revoke_ontology("alerts").await, Some(digest));
+    assert_eq!(s.revoke_ontology("alerts").await.unwrap(), Some(digest));
     assert_eq!(s.accepted_ontology("alerts"), None);
     p["eventId"] = json!("e3");
     server.call("push/event", p).await.unwrap();
@@ -3097,6 +3097,17 @@ async fn s10_fan_out_is_concurrent_and_fails_open_per_server() {
     assert_eq!(inj.before_user.len(), 1);
     assert_eq!(inj.failures.len(), 1);
     drop(held);
+}
+
+/// `revoke_ontology` on a closed session is its error: the revocation did not happen, and
+/// "nothing was accepted" (`Ok(None)`) would say it had nothing to do (§16.5).
+#[tokio::test]
+async fn s16_5_revoking_on_a_closed_session_is_an_error_not_nothing_accepted() {
+    let (s, _streams, _server) = connected(&["pushEvents"], full_manifest()).await;
+    assert_eq!(s.revoke_ontology("alerts").await.unwrap(), None);
+    s.close();
+    let r = s.revoke_ontology("alerts").await;
+    assert!(r.is_err(), "{r:?}");
 }
 
 /// A session handed to the fan-out that is already closed cannot be sent the hook: it is a
@@ -4014,8 +4025,8 @@ async fn a_stream_chunk_and_an_ontology_call_given_up_on_a_stuck_driver() {
     let r = tokio::time::timeout(guard, s.revoke_ontology("alerts"))
         .await
         .expect("revoke_ontology hung");
-    // Carried out, it would have returned the revoked digest.
-    assert_eq!(r, None, "the revocation was carried out by a stuck driver");
+    // Carried out, it would have returned the revoked digest; not carried out, it says so.
+    assert!(timed_out(&r, "revokeOntology"), "{r:?}");
     assert_eq!(s.accepted_ontology("alerts"), Some(digest));
 
     // The server reads again.

@@ -791,13 +791,13 @@ impl HostSession {
     }
 
     /// Withdraws the acceptance of feature set `name`'s `tagOntology` (§16.5): its `implies`
-    /// edges stop applying to later messages. Returns the digest that was accepted, if any.
-    pub async fn revoke_ontology(&self, name: &str) -> Option<String> {
+    /// edges stop applying to later messages. Returns the digest that was accepted, if any;
+    /// a closed session, or a driver that did not carry the call out in time, is its error
+    /// (the revocation did not happen), never read as "nothing was accepted".
+    pub async fn revoke_ontology(&self, name: &str) -> Result<Option<String>, HostError> {
         let name = name.to_owned();
         self.call_bounded("revokeOntology", |r| Cmd::RevokeOntology(name, r))
             .await
-            .ok()
-            .flatten()
     }
 
     /// Sets the tag patterns the host's treatment rules reference, so a manifest change that
