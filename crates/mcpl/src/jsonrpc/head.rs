@@ -245,6 +245,11 @@ pub(crate) enum Then {
     /// its line, which may be a request: that text is answered `-32700`, `id: null`, as a
     /// text that does not parse is (JSON-RPC 2.0 §5.1).
     Fail { trailing: bool },
+    /// An object read whole with one id and neither a `method` nor an outcome: no Request
+    /// (JSON-RPC 2.0 §4) nor Response object (§5). Failed as [`Then::Fail`] when the id
+    /// names a request of the reader's own outstanding, else answered under it, as
+    /// [`super::InvalidThen::AnswerUnlessOurs`] says (one rule for a value and a text).
+    AnswerUnlessOurs(RequestId),
     /// Reported only.
     Report,
 }
@@ -267,6 +272,8 @@ impl Head {
     ///   (`jsonrpc::doubled::DOUBLED_ID`). One with no `id` read is a notification (§4.1:
     ///   never answered): reported only, as is one whose `id` may come past the cut of a
     ///   discarded message (nothing tells it from a notification).
+    /// - An object read whole with one usable id and neither a method nor an outcome:
+    ///   [`Then::AnswerUnlessOurs`] (`jsonrpc::InvalidThen::AnswerUnlessOurs`).
     /// - A response (an outcome and no method, or an object read whole without a method):
     ///   [`Then::Fail`], never answered.
     /// - Anything else (a cut head showing neither a method nor an outcome): reported only;
@@ -287,7 +294,12 @@ impl Head {
                 IdSeen::Number(_) | IdSeen::Unusable | IdSeen::Cut => Then::Answer(None),
             }
         } else if self.outcome || self.whole {
-            Then::Fail { trailing }
+            match &self.id {
+                IdSeen::Id(id) if !self.outcome && self.ids == 1 => {
+                    Then::AnswerUnlessOurs(id.clone())
+                }
+                _ => Then::Fail { trailing },
+            }
         } else {
             Then::Report
         }
@@ -308,6 +320,11 @@ pub enum Refusal {
     Response(Option<RequestId>),
     /// A notification (§4.1), or first bytes that show too little: reported only.
     Report,
+    /// An object with an id and neither a `method` nor a `result` or an `error` (no Request
+    /// nor Response object, §4, §5): the malformed answer to the reader's own request under
+    /// that id when one is outstanding, else answered with an error under it
+    /// ([`super::InvalidThen::AnswerUnlessOurs`]).
+    AnswerUnlessOurs(RequestId),
 }
 
 /// What the async peer does with a message discarded unread, from what its transport kept
@@ -334,6 +351,7 @@ pub fn refusal_of(kept: &[u8], whole_text: bool) -> Refusal {
             IdSeen::Number(n) => serde_json::from_value(serde_json::Value::Number(n)).ok(),
             IdSeen::Absent | IdSeen::Unusable | IdSeen::Cut => None,
         }),
+        Then::AnswerUnlessOurs(id) => Refusal::AnswerUnlessOurs(id),
         Then::Report => Refusal::Report,
     }
 }

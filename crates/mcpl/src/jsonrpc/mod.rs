@@ -429,7 +429,7 @@ impl Parts {
                 Err(err) => return Err(invalid(id, format!("malformed error object: {err}"))),
             },
             (Some(_), Some(_)) => return Err(invalid(id, "response has both result and error")),
-            (None, None) => return Err(invalid(id, "response has neither result nor error")),
+            (None, None) => return Err(invalid(id, NO_METHOD_NOR_OUTCOME)),
         };
         Ok(Message::Response(Response { id, outcome }))
     }
@@ -706,10 +706,12 @@ impl ParseError {
     /// `None` (a null id) otherwise.
     pub fn answer_id(&self, text: &str) -> Option<RequestId> {
         match self {
-            ParseError::Json(_) => match lead_refusal(text) {
+            ParseError::Json(_) => match lead_refusal(text)
+                .or_else(|| unparsed::refusal(message_text(text)).map(|(then, _)| then))
+            {
                 Some(head::Then::Answer(id)) => id,
-                Some(_) => None,
-                None => refused_request_id(message_text(text)),
+                Some(head::Then::AnswerUnlessOurs(id)) => Some(id),
+                _ => None,
             },
             ParseError::Invalid(i) => i.id.clone(),
         }
@@ -724,7 +726,9 @@ impl ParseError {
     /// object on its line (which may be a request: `-32700`, `id: null`), for an object
     /// nested past the parser read whole with no `method` (read as the peer reads one, a
     /// response) or with a `method` and no `id` (a notification, §4.1), and for an invalid
-    /// message that is an object with no `method`. Given a text this error did not come
+    /// message that is an object with no `method` ([`invalid_then`]), save one with an id
+    /// and neither a `result` nor an `error`, which is owed `-32600` under that id unless it
+    /// names a request of the driver's own ([`InvalidThen::AnswerUnlessOurs`]). Given a text this error did not come
     /// from (one that parses), a response or a notification is owed nothing, anything else
     /// `-32700` (failing closed). A driver writes this, not [`Self::answer`], which gives an
     /// answer for every text.
@@ -740,7 +744,9 @@ impl ParseError {
             {
                 Some((then, _)) => matches!(
                     then,
-                    head::Then::Answer(_) | head::Then::Fail { trailing: true }
+                    head::Then::Answer(_)
+                        | head::Then::AnswerUnlessOurs(_)
+                        | head::Then::Fail { trailing: true }
                 ),
                 // Not the text this error came from (it parses, after JSON whitespace
                 // only): a response or a notification is never answered (JSON-RPC 2.0 §5,
@@ -750,8 +756,10 @@ impl ParseError {
                     !(head.is_response() || (head.method && head.ids == 0))
                 }
             },
-            ParseError::Invalid(_) => match serde_json::from_str::<Value>(message_text(text)) {
-                Ok(v) => request_like(&v),
+            // A driver with a request of its own outstanding under an `AnswerUnlessOurs` id
+            // fails that request instead, as the peer does.
+            ParseError::Invalid(i) => match serde_json::from_str::<Value>(message_text(text)) {
+                Ok(v) => !matches!(invalid_then(&v, i), InvalidThen::Fail(_)),
                 Err(_) => true,
             },
         };
@@ -782,6 +790,11 @@ impl ParseError {
         }
     }
 }
+
+/// Why an object with an id and neither a `method` nor a `result` or an `error` is no
+/// message: it is no Request object (JSON-RPC 2.0 §4) nor a Response object (§5).
+const NO_METHOD_NOR_OUTCOME: &str = "a message with an id needs a \"method\" (a request) or a \
+     \"result\" or an \"error\" (a response); this one has none of them";
 
 /// Whether a message read as `value` that is no valid one is answered (`-32600`): one with
 /// a `method` member, or no object at all (JSON-RPC 2.0 §5, whose own example answers
@@ -948,6 +961,8 @@ mod cost;
 pub(crate) mod doubled;
 mod encoded;
 pub(crate) mod head;
+mod invalid;
+pub use invalid::{invalid_then, InvalidThen, Shape};
 mod lead;
 pub use head::{discarded_refusal, refusal_of, Refusal};
 // The runtime's transports and peer read it whole; without them only the reading of a

@@ -222,10 +222,7 @@ fn s4_fast_path_declines_both_or_neither_result_and_error() {
         "response has both result and error"
     );
     let neither = r#"{"jsonrpc":"2.0","id":1}"#;
-    assert_eq!(
-        reason(declined(neither)),
-        "response has neither result nor error"
-    );
+    assert_eq!(reason(declined(neither)), super::NO_METHOD_NOR_OUTCOME);
     assert_eq!(
         reason(declined(r#"{"jsonrpc":"2.0","result":1}"#)),
         "message has neither method nor id"
@@ -647,4 +644,54 @@ fn a_parse_error_for_a_text_that_parses_owes_a_response_or_notification_nothing(
         assert_eq!(error.code, codes::PARSE_ERROR, "{text}");
         assert_eq!(answer.id, None, "{text}");
     }
+}
+
+/// An object with an id and neither a `method` nor a `result` or an `error` is no Request
+/// (JSON-RPC 2.0 §4) nor a Response object (§5): a driver owes it `-32600` under that id,
+/// as the peer answers it (unless it names a request of the driver's own, which it fails:
+/// `InvalidThen::AnswerUnlessOurs`); a response gone wrong is still owed nothing.
+#[test]
+fn s4_an_id_with_no_method_nor_outcome_is_owed_an_answer_under_its_id() {
+    for (text, id) in [
+        (r#"{"jsonrpc":"2.0","id":302}"#, RequestId::from(302_i64)),
+        (r#"{"jsonrpc":"2.0","id":"a","params":{}}"#, "a".into()),
+    ] {
+        let Err(e) = Message::parse(text) else {
+            panic!("{text}: taken");
+        };
+        let v: Value = serde_json::from_str(text).unwrap_or_default();
+        let ParseError::Invalid(invalid) = &e else {
+            panic!("{text}: {e:?}");
+        };
+        assert_eq!(
+            invalid_then(&v, invalid),
+            InvalidThen::AnswerUnlessOurs(id.clone())
+        );
+        let answer = e.owed_answer(text).expect("owed an answer");
+        assert_eq!(answer.id, Some(id), "{text}");
+        let Err(error) = &answer.outcome else {
+            panic!("{text}: no error");
+        };
+        assert_eq!(error.code, codes::INVALID_REQUEST, "{text}");
+        assert!(error.message.contains("method"), "{}", error.message);
+    }
+    for text in [
+        r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"m"}}"#,
+        r#"{"jsonrpc":"2.0","id":null}"#,
+        r#"{"jsonrpc":"2.0","id":1,"error":5}"#,
+    ] {
+        let Err(e) = Message::parse(text) else {
+            panic!("{text}: taken");
+        };
+        assert_eq!(e.owed_answer(text), None, "{text}");
+    }
+    // A text refused before it is built reads alike (`refusal_of`, whole).
+    assert_eq!(
+        refusal_of(br#"{"jsonrpc":"2.0","id":302,"params":[1]}"#, true),
+        Refusal::AnswerUnlessOurs(302_i64.into())
+    );
+    assert_eq!(
+        refusal_of(br#"{"jsonrpc":"2.0","id":302,"id":303}"#, true),
+        Refusal::Response(Some(303_i64.into()))
+    );
 }

@@ -111,7 +111,7 @@ pub(crate) fn read_refused(text: &[u8], e: &serde_json::Error) -> (Option<Reques
 pub fn refused_request_id(text: &str) -> Option<RequestId> {
     match refusal(text)?.0 {
         Then::Answer(id) => id,
-        Then::Fail { .. } | Then::Report => None,
+        Then::Fail { .. } | Then::AnswerUnlessOurs(_) | Then::Report => None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The reader task: frames in, responses settled, messages delivered (wire order).
 
 use super::*;
+use crate::jsonrpc::InvalidThen;
 
 /// The reader's next frame: polled in place where the reader can
 /// ([`FrameReader::poll_next_frame`]), else through its boxed `next_frame` future.
@@ -688,15 +689,22 @@ pub(super) fn classify(
     // 2.0 §5, whose own example is `{"jsonrpc":"2.0","method":1,"params":"bar"}`), alone or in
     // a batch alike; a response gone wrong never is (that could loop), nor a JSON object
     // with no `method` (a log line on stdout, say), which is reported instead.
-    let request_like = crate::jsonrpc::request_like(&value);
-    if !request_like {
+    let shape = crate::jsonrpc::Shape::of(&value);
+    if !shape.request_like() {
         super::ids::integral_id(shared, &mut value);
     }
     let read = crate::jsonrpc::doubled::from_value_read(value, doubled);
     match read {
         Ok(msg) => accept(shared, msg, batch),
         Err(invalid) => {
-            if request_like {
+            // The one rule (`jsonrpc::invalid_then`); an object with an id and neither a
+            // method nor an outcome is answered unless it names a request of ours.
+            let answered = match shape.then(&invalid) {
+                InvalidThen::Answer(_) => true,
+                InvalidThen::AnswerUnlessOurs(id) => !is_ours(shared, &id),
+                _ => false,
+            };
+            if answered {
                 shared.diagnose(Diagnostic::InvalidMessage {
                     id: invalid.id.clone(),
                     reason: invalid.reason.clone(),
@@ -821,6 +829,17 @@ pub(super) fn accept(
         Message::Notification(n) => Some(Parsed::Deliver(IncomingMessage::Notification(n))),
         Message::Response(response) => settle(shared, response),
     }
+}
+
+/// Whether `id` names a request of this side's own still awaited (by a caller or in wire
+/// order) or given up on after its deadline: a message under it is that request's answer,
+/// never a request to answer ([`crate::jsonrpc::InvalidThen::AnswerUnlessOurs`]).
+pub(super) fn is_ours(shared: &Shared, id: &RequestId) -> bool {
+    let in_order = {
+        let set = lock(&shared.in_order);
+        !set.is_empty() && set.contains(id)
+    };
+    in_order || lock(&shared.pending).contains_key(id) || lock(&shared.timed_out).contains(id)
 }
 
 /// Who waits for the answer to one of this side's requests, taken off the books.

@@ -143,7 +143,15 @@ pub(super) fn refuse(
         Limit::Cost { .. } | Limit::Nesting { .. } | Limit::Unparsed { .. }
     );
     let trailing = matches!(broke, Limit::Unparsed { error } if crate::jsonrpc::unparsed::trailing_detail(error));
-    let then = head.then(whole_text, trailing);
+    // An object with an id and neither a method nor an outcome: answered unless it names
+    // a request of ours, which it then fails (`Then::AnswerUnlessOurs`, the one rule).
+    let then = match head.then(whole_text, trailing) {
+        Then::AnswerUnlessOurs(id) if super::reader::is_ours(shared, &id) => {
+            Then::Fail { trailing }
+        }
+        Then::AnswerUnlessOurs(id) => Then::Answer(Some(id)),
+        then => then,
+    };
     // What the diagnostic names: the id answered under, or the request of ours failed.
     let id = match &then {
         Then::Answer(id) => id.clone(),
@@ -152,7 +160,7 @@ pub(super) fn refuse(
             IdSeen::Number(n) => super::ids::outstanding_integral(shared, n),
             IdSeen::Absent | IdSeen::Unusable | IdSeen::Cut => None,
         },
-        Then::Report => None,
+        Then::Report | Then::AnswerUnlessOurs(_) => None,
     };
     match broke {
         Limit::Size { bytes, limit } => shared.diagnose(Diagnostic::Oversized { bytes, limit }),
@@ -211,6 +219,6 @@ pub(super) fn refuse(
             }
             Some(failed)
         }
-        Then::Report => None,
+        Then::Report | Then::AnswerUnlessOurs(_) => None,
     }
 }

@@ -227,6 +227,10 @@ pub(super) fn discard_answer(
     let event = match kept.map(|kept| mcpl::jsonrpc::refusal_of(kept, whole_text)) {
         Some(Refusal::Answer(id)) => Event::Unanswerable { id, why },
         Some(Refusal::Response(Some(id))) => Event::Unread { id, why },
+        // An id and neither a method nor an outcome: the peer answers it unless it names a
+        // request of its own; the pump does not know the driver's, so it is said as a
+        // response, which ends a wait for that id (the driver does not answer it yet).
+        Some(Refusal::AnswerUnlessOurs(id)) => Event::Unread { id, why },
         // A response under no usable id (it answers nothing of the checker's), a
         // notification, or nothing kept: discarded, as [`discard`] says it.
         _ => Event::Invalid(why),
@@ -534,6 +538,13 @@ mod tests {
             "0,".repeat(50)
         );
         assert_eq!(costly(&request), Some(Ok(Some(3_i64.into()))));
+        // An id and neither a `method` nor an outcome (the peer's `AnswerUnlessOurs`): a
+        // wait for that id ends on it.
+        let bare = format!(
+            r#"{{"jsonrpc":"2.0","id":4,"params":[{}0]}}"#,
+            "0,".repeat(50)
+        );
+        assert_eq!(costly(&bare), Some(Err(4_i64.into())), "{bare}");
     }
 
     /// JSON-RPC 2.0 §5: a request the checker discarded unread is answered even when its id
