@@ -147,3 +147,139 @@ async fn a_costly_id_with_no_method_nor_outcome_is_answered_under_its_id() {
     assert_eq!(got[0]["id"], 303, "{}", got[0]);
     assert_eq!(got[0]["error"]["code"], -32600, "{}", got[0]);
 }
+
+/// MCP base protocol: a request id is not reused by its sender within the session. One
+/// whose id is that of a request of the other side's still in flight (an earlier entry of
+/// the same batch too) is answered `-32600` (the id is in use) and never run; the first
+/// runs and is answered as usual. Before, a batch with two entries under 7 was answered
+/// twice under 7 with results, and a second request under an id being handled was run too.
+#[tokio::test(start_paused = true)]
+async fn a_request_id_in_flight_is_not_taken_again() {
+    let (peer, mut incoming, mut raw) = raw_peer(config());
+    let mut diags = peer.diagnostics();
+    raw.send(r#"{"jsonrpc":"2.0","id":7,"method":"slow"}"#)
+        .await;
+    let first = match tokio::time::timeout(GUARD, incoming.recv()).await {
+        Ok(Some(mcpl::peer::IncomingMessage::Request(r))) => r,
+        other => panic!("{other:?}"),
+    };
+    // The same id again while the first is held (not answered): refused, not delivered.
+    raw.send(r#"{"jsonrpc":"2.0","id":7,"method":"again","params":{}}"#)
+        .await;
+    let refused = tokio::time::timeout(GUARD, raw.recv())
+        .await
+        .expect("no answer to the reused id");
+    assert_eq!(refused["id"], 7, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("in use"), "{message}");
+    match diags.recv().await {
+        Some(Diagnostic::InvalidMessage {
+            id: Some(_),
+            answered: true,
+            reason,
+        }) => assert!(reason.contains("in use"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    // A different id is taken meanwhile; once 7 is answered, 7 may come again.
+    raw.send(r#"{"jsonrpc":"2.0","id":8,"method":"other"}"#)
+        .await;
+    let other = match tokio::time::timeout(GUARD, incoming.recv()).await {
+        Ok(Some(mcpl::peer::IncomingMessage::Request(r))) => r,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(other.request().method, "other");
+    first.respond("first").await.unwrap();
+    other.respond("other").await.unwrap();
+    let answers = [raw.recv().await, raw.recv().await];
+    assert!(answers.contains(&json!({"jsonrpc":"2.0","id":7,"result":"first"})));
+    answer_all(incoming);
+    let got = exchange(&mut raw, r#"{"jsonrpc":"2.0","id":7,"method":"later"}"#).await;
+    assert_eq!(got, vec![json!({"jsonrpc":"2.0","id":7,"result":"ok"})]);
+}
+
+/// In one batch: the second entry under an id is refused `-32600` (in use), the first runs.
+#[tokio::test(start_paused = true)]
+async fn a_batch_reusing_an_id_runs_the_first_only() {
+    let (_peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let got = exchange(
+        &mut raw,
+        r#"[{"jsonrpc":"2.0","id":7,"method":"ping"},{"jsonrpc":"2.0","id":7,"method":"x"},{"jsonrpc":"2.0","id":"7","method":"y"}]"#,
+    )
+    .await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    let answers = got[0].as_array().expect("a batch answer");
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    let under_7: Vec<_> = answers.iter().filter(|a| a["id"] == 7).collect();
+    assert_eq!(under_7.len(), 2, "{answers:?}");
+    assert_eq!(
+        under_7.iter().filter(|a| a["result"] == "ok").count(),
+        1,
+        "{answers:?}"
+    );
+    assert_eq!(
+        under_7
+            .iter()
+            .filter(|a| a["error"]["code"] == -32600)
+            .count(),
+        1,
+        "{answers:?}"
+    );
+    // The string "7" is another id (JSON-RPC 2.0 §4: ids are compared as values).
+    assert!(answers
+        .iter()
+        .any(|a| a["id"] == "7" && a["result"] == "ok"));
+    // As are -1 and 18446744073709551615, whose plain hashes agree.
+    let got = exchange(
+        &mut raw,
+        r#"[{"jsonrpc":"2.0","id":-1,"method":"x"},{"jsonrpc":"2.0","id":18446744073709551615,"method":"x"}]"#,
+    )
+    .await;
+    let answers = got[0].as_array().expect("a batch answer");
+    assert_eq!(
+        answers.iter().filter(|a| a["result"] == "ok").count(),
+        2,
+        "{answers:?}"
+    );
+}
+
+/// A request its sender cancelled (MCP `notifications/cancelled`) is no longer in flight for
+/// that side: its id may come again and is taken, while the first handler may still run;
+/// that first handler's end then frees nothing of the new request's (a third is refused).
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_request_frees_its_id_for_its_sender() {
+    let (_peer, mut incoming, mut raw) = raw_peer(config());
+    let mut next = async |raw: &mut Raw, line: &str| {
+        raw.send(line).await;
+        match tokio::time::timeout(GUARD, incoming.recv()).await {
+            Ok(Some(mcpl::peer::IncomingMessage::Request(r))) => r,
+            Ok(Some(mcpl::peer::IncomingMessage::Notification(_))) => {
+                match tokio::time::timeout(GUARD, incoming.recv()).await {
+                    Ok(Some(mcpl::peer::IncomingMessage::Request(r))) => r,
+                    other => panic!("{other:?}"),
+                }
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    let first = next(&mut raw, r#"{"jsonrpc":"2.0","id":7,"method":"a"}"#).await;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#)
+        .await;
+    let second = next(&mut raw, r#"{"jsonrpc":"2.0","id":7,"method":"b"}"#).await;
+    assert_eq!(second.request().method, "b");
+    drop(first.into_id());
+    raw.send(r#"{"jsonrpc":"2.0","id":7,"method":"c"}"#).await;
+    let refused = tokio::time::timeout(GUARD, raw.recv())
+        .await
+        .expect("no answer to the reused id");
+    assert_eq!(
+        (&refused["id"], &refused["error"]["code"]),
+        (&json!(7), &json!(-32600))
+    );
+    second.respond("b").await.unwrap();
+    assert_eq!(
+        raw.recv().await,
+        json!({"jsonrpc":"2.0","id":7,"result":"b"})
+    );
+}

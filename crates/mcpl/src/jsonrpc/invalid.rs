@@ -75,3 +75,17 @@ impl Shape {
         }
     }
 }
+
+impl InvalidMessage {
+    /// A request under `id` while an earlier request of its sender under the same id is
+    /// still in flight (the MCP base protocol forbids reusing an id within the session; the
+    /// answers could not be told apart, JSON-RPC 2.0 §5): refused `-32600` under that id,
+    /// never run, the first one answered as usual.
+    pub fn id_in_use(id: RequestId) -> InvalidMessage {
+        super::invalid(
+            Some(id),
+            "the id is in use by a request of yours still in flight; a request id must not \
+             be reused",
+        )
+    }
+}

@@ -127,6 +127,7 @@ mod oversized;
 pub mod queue;
 mod reader;
 mod refused;
+mod serving;
 mod shared;
 mod text;
 mod wire;
@@ -368,6 +369,7 @@ impl Peer {
             owed_settled: Notify::new(),
             read_eof: std::sync::atomic::AtomicBool::new(false),
             in_order: Mutex::new(HashSet::new()),
+            serving: Mutex::new(serving::Serving::default()),
             failed_here: Mutex::new(VecDeque::new()),
             finished: watch::channel(false).0,
             owner_gate: std::sync::OnceLock::new(),

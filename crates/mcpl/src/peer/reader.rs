@@ -816,17 +816,49 @@ pub(super) fn accept(
                 });
                 return Some(Parsed::Reply(reply.to_value()));
             }
+            // MCP base protocol: an id is not reused while its request is in flight; the
+            // later one is refused, never run (`serving`). A connection a `HostSession`
+            // owns keeps the session's own rule for the requests it holds (answered
+            // `-32600` and reported `BadParams`), and is not refused twice.
+            let free = shared.owner_gate.get().is_some();
+            let held = match free {
+                true => None,
+                false => lock(&shared.serving).take(super::serving::key(&request.id)),
+            };
+            if !free && held.is_none() {
+                let invalid = crate::jsonrpc::InvalidMessage::id_in_use(request.id);
+                shared.diagnose(Diagnostic::InvalidMessage {
+                    id: invalid.id.clone(),
+                    reason: invalid.reason.clone(),
+                    answered: true,
+                });
+                let reply = Message::Response(Response {
+                    outcome: Err(invalid.answer_error()),
+                    id: invalid.id,
+                });
+                return Some(Parsed::Reply(reply.to_value()));
+            }
+            let weight = shared.reading.load(Ordering::Relaxed);
             Some(Parsed::Deliver(IncomingMessage::Request(IncomingRequest {
                 request,
                 shared: shared.clone(),
                 batch: batch.cloned(),
                 armed: true,
-                owed: Some(Owed::new(shared, shared.reading.load(Ordering::Relaxed))),
+                owed: Some(Owed::new(shared, weight, held)),
                 taken_method: None,
                 tools_call: None,
             })))
         }
-        Message::Notification(n) => Some(Parsed::Deliver(IncomingMessage::Notification(n))),
+        Message::Notification(n) => {
+            if n.method == CANCELLED {
+                // Its sender gave the request up (MCP cancellation): no longer in flight.
+                let id = n.params.as_ref().and_then(|p| p.get("requestId"));
+                if let Some(id) = id.and_then(RequestId::from_value) {
+                    lock(&shared.serving).forget(super::serving::key(&id));
+                }
+            }
+            Some(Parsed::Deliver(IncomingMessage::Notification(n)))
+        }
         Message::Response(response) => settle(shared, response),
     }
 }
@@ -841,6 +873,10 @@ pub(super) fn is_ours(shared: &Shared, id: &RequestId) -> bool {
     };
     in_order || lock(&shared.pending).contains_key(id) || lock(&shared.timed_out).contains(id)
 }
+
+/// MCP's cancellation notification: the request it names is no longer in flight for its
+/// sender (`serving`).
+const CANCELLED: &str = "notifications/cancelled";
 
 /// Who waits for the answer to one of this side's requests, taken off the books.
 enum Waiting {

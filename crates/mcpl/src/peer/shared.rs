@@ -138,6 +138,9 @@ pub(super) struct Shared {
     /// Requests sent with [`Peer::send_request`]: their responses are delivered through
     /// [`Incoming::recv_ordered`] at their wire position instead of to a waiting caller.
     pub(super) in_order: Mutex<HashSet<RequestId>>,
+    /// The other side's requests in flight, by [`super::serving::key`]: one more under any
+    /// of them is refused (`jsonrpc::InvalidMessage::id_in_use`).
+    pub(super) serving: Mutex<super::serving::Serving>,
     /// Those of them whose answer this side could not read and failed itself (the `-32603`
     /// delivered in its place is this side's, not the other side's), until asked
     /// ([`Peer::failed_here`]): the newest [`PeerConfig::max_pending_requests`] kept.
@@ -205,16 +208,30 @@ pub(super) struct Owed {
     weight: usize,
     /// The responses counted in `Shared::owed`.
     count: usize,
+    /// Its request's id as held in `Shared::serving`, released with it.
+    key: Option<super::serving::Held>,
+    /// Those of the requests whose answers it took over ([`Owed::absorb`]: a batch's).
+    /// Boxed, so an owed answer outside a batch holds one word for it.
+    #[allow(clippy::box_collection)]
+    keys: Option<Box<Vec<super::serving::Held>>>,
 }
 
 impl Owed {
-    pub(super) fn new(shared: &Arc<Shared>, weight: usize) -> Owed {
+    /// One owed response weighing `weight`, its request's id held in flight under `key`
+    /// (taken in `Shared::serving` by the caller).
+    pub(super) fn new(
+        shared: &Arc<Shared>,
+        weight: usize,
+        key: Option<super::serving::Held>,
+    ) -> Owed {
         shared.owed.fetch_add(1, Ordering::SeqCst);
         shared.owed_bytes.fetch_add(weight, Ordering::Relaxed);
         Owed {
             shared: shared.clone(),
             weight,
             count: 1,
+            key,
+            keys: None,
         }
     }
 
@@ -231,11 +248,23 @@ impl Owed {
             .weight
             .saturating_add(std::mem::take(&mut other.weight));
         self.count += std::mem::take(&mut other.count);
+        if other.key.is_some() || other.keys.is_some() {
+            let keys = self.keys.get_or_insert_with(Default::default);
+            keys.extend(other.key.take());
+            keys.extend(other.keys.take().into_iter().flat_map(|k| *k));
+        }
     }
 }
 
 impl Drop for Owed {
     fn drop(&mut self) {
+        if self.key.is_some() || self.keys.is_some() {
+            let mut serving = lock(&self.shared.serving);
+            let more = self.keys.take().into_iter().flat_map(|k| *k);
+            for held in self.key.take().into_iter().chain(more) {
+                serving.release(held);
+            }
+        }
         if self.count == 0 {
             return;
         }

@@ -1,0 +1,153 @@
+//! The ids of the other side's requests in flight (delivered, their answers not yet
+//! queued), so a request under one of them is refused, never run: the MCP base protocol
+//! forbids a requestor to reuse an id within the session, and two requests in flight under
+//! one id could not be told apart by their answers (JSON-RPC 2.0 §5: a response carries the
+//! id of the request it answers). Reading, failing closed: the first request under an id
+//! runs and is answered as usual, a later one while it is in flight (an earlier entry of
+//! the same batch included) is answered `-32600` (`jsonrpc::InvalidMessage::id_in_use`).
+//!
+//! Held as keyed 48-bit hashes of the ids ([`key`]) beside a 16-bit generation, in one
+//! word, so taking a request copies nothing and allocates nothing while at most one is in
+//! flight (the plain request/response case), and an answer owed holds 8 bytes more; the
+//! map for more is bounded by what is in flight (`PeerConfig::max_in_flight_requests`),
+//! and freed once they are answered. Two distinct ids in flight at once sharing a key (a
+//! chance of 2^-48 per pair, under a key no sender can aim at) would refuse the later one.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::num::NonZeroU64;
+
+use crate::jsonrpc::RequestId;
+
+/// The low bits of a [`Held`] that hold the generation.
+const GENERATION: u64 = 0xFFFF;
+
+/// The key an id is held under: a hash keyed once per process, of the id's kind and value
+/// (not `RequestId`'s own `Hash`, under which the integers `-1` and `18446744073709551615`
+/// write the same bytes: a `HashSet` tells them apart by equality, a key alone would not),
+/// its low 16 bits clear and never zero.
+pub(super) fn key(id: &RequestId) -> u64 {
+    static STATE: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    let mut h = STATE
+        .get_or_init(std::collections::hash_map::RandomState::new)
+        .build_hasher();
+    match id {
+        RequestId::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => (0u8, u).hash(&mut h),
+            (None, Some(i)) => (1u8, i).hash(&mut h),
+            // No integer within 64 bits: a taken id never is (`jsonrpc::read_id`).
+            (None, None) => (2u8, n.to_string()).hash(&mut h),
+        },
+        RequestId::String(s) => (3u8, s.as_str()).hash(&mut h),
+    }
+    (h.finish() & !GENERATION).max(GENERATION + 1)
+}
+
+/// What an owed answer holds in [`Serving`]: its key and the generation it was taken in.
+pub(super) type Held = NonZeroU64;
+
+/// The keys of the other side's requests in flight, each with the generation it was taken
+/// in, so a request given up on by its sender ([`Serving::forget`]) releases nothing when
+/// its guard ends later: the key may be another request's by then.
+#[derive(Debug, Default)]
+pub(super) struct Serving {
+    /// The first one (no allocation for a lone request).
+    one: Option<Held>,
+    /// The others by key, while more than one is in flight. Boxed: every connection holds
+    /// a `Serving`, most never more than one request at once (issue #24).
+    #[allow(clippy::box_collection)]
+    more: Option<Box<HashMap<u64, Held>>>,
+    /// The generation the next taken key gets (its low 16 bits).
+    next: u64,
+}
+
+impl Serving {
+    /// Takes `key` ([`key`]) as in flight: what to release it with, or `None` (nothing
+    /// changed) when it already is.
+    pub(super) fn take(&mut self, key: u64) -> Option<Held> {
+        if self.one.is_some_and(|h| h.get() & !GENERATION == key) || self.more_has(key).is_some() {
+            return None;
+        }
+        let held = NonZeroU64::new(key | (self.next & GENERATION))?;
+        self.next = self.next.wrapping_add(1);
+        if self.one.is_none() {
+            self.one = Some(held);
+        } else {
+            self.more
+                .get_or_insert_with(Default::default)
+                .insert(key, held);
+        }
+        Some(held)
+    }
+
+    /// Releases what [`Serving::take`] gave (its request is answered); nothing if the key
+    /// was forgotten since, and perhaps taken again.
+    pub(super) fn release(&mut self, held: Held) {
+        if self.one == Some(held) {
+            self.one = None;
+        } else if self.more_has(held.get() & !GENERATION) == Some(held) {
+            self.forget(held.get() & !GENERATION);
+        }
+    }
+
+    /// Forgets `key` whatever its generation: its sender gave its request up (MCP's
+    /// `notifications/cancelled`), so it is no longer in flight for that side.
+    pub(super) fn forget(&mut self, key: u64) {
+        if self.one.is_some_and(|h| h.get() & !GENERATION == key) {
+            self.one = None;
+        } else if let Some(more) = &mut self.more {
+            more.remove(&key);
+            if more.is_empty() {
+                // An emptied map keeps its table: an idle connection holds none (#24).
+                self.more = None;
+            }
+        }
+    }
+
+    /// What `key` is held as among the others in flight, if it is there.
+    fn more_has(&self, key: u64) -> Option<Held> {
+        self.more.as_ref().and_then(|m| m.get(&key).copied())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An id is in flight until released, whichever slot holds it; an emptied map is
+    /// freed; a forgotten key taken again is not released by the first guard's end.
+    #[test]
+    fn an_id_is_refused_while_in_flight_only() {
+        let k = |i: u64| key(&RequestId::from(i));
+        let mut s = Serving::default();
+        let one = s.take(k(1)).expect("free");
+        assert_eq!(s.take(k(1)), None);
+        let two = s.take(k(2)).expect("free");
+        let three = s.take(k(3)).expect("free");
+        assert_eq!(s.take(k(2)), None);
+        s.release(one);
+        assert_eq!(s.take(k(3)), None);
+        let again = s.take(k(1)).expect("released");
+        assert_eq!(s.take(k(1)), None);
+        s.release(two);
+        s.release(three);
+        s.release(again);
+        assert!(s.more.is_none());
+        assert!(s.one.is_none());
+        let first = s.take(k(5)).expect("free");
+        s.forget(k(5));
+        let second = s.take(k(5)).expect("forgotten");
+        s.release(first);
+        assert_eq!(s.take(k(5)), None);
+        s.release(second);
+        assert!(s.take(k(5)).is_some());
+        assert_ne!(key(&RequestId::from(7_i64)), key(&RequestId::from("7")));
+        // `serde_json::Number`'s own hash writes both as the same eight bytes.
+        assert_ne!(
+            key(&RequestId::from(-1_i64)),
+            key(&RequestId::from(u64::MAX))
+        );
+        assert_eq!(key(&RequestId::from(7_i64)), key(&RequestId::from(7_u64)));
+    }
+}
