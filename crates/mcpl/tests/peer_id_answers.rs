@@ -283,3 +283,69 @@ async fn a_cancelled_request_frees_its_id_for_its_sender() {
         json!({"jsonrpc":"2.0","id":7,"result":"b"})
     );
 }
+
+/// MCP stdio framing is one message per line. A line holding several complete messages
+/// separated by JSON whitespace is the sender's framing defect, reported once
+/// (`Diagnostic::SeveralOnALine`), and each is read as if it had come on its own line: each
+/// request answered once under its id. Before, the line was answered `-32700` (trailing
+/// characters) under the first id and the second got nothing.
+#[tokio::test(start_paused = true)]
+async fn several_messages_on_one_line_are_each_answered() {
+    let (peer, incoming, mut raw) = raw_peer(config());
+    let mut diags = peer.diagnostics();
+    answer_all(incoming);
+    let got = exchange(
+        &mut raw,
+        "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\"} {\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}\t[{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"x\"}]",
+    )
+    .await;
+    assert_eq!(
+        got,
+        vec![
+            json!({"jsonrpc":"2.0","id":8,"result":"ok"}),
+            json!({"jsonrpc":"2.0","id":9,"result":"ok"}),
+            json!([{"jsonrpc":"2.0","id":10,"result":"ok"}]),
+        ]
+    );
+    match diags.recv().await {
+        Some(Diagnostic::SeveralOnALine { count: 3, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    // A message followed by what is no complete message keeps its `-32700`.
+    let got = exchange(
+        &mut raw,
+        r#"{"jsonrpc":"2.0","id":8,"method":"ping"} {"jsonrpc""#,
+    )
+    .await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["error"]["code"], -32700, "{got:?}");
+}
+
+/// Bounded: past `PeerConfig::max_batch_entries` messages on a line, the rest is refused
+/// unread with one `-32600` under a null id.
+#[tokio::test(start_paused = true)]
+async fn several_messages_on_one_line_are_bounded() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig {
+        max_batch_entries: 2,
+        ..config()
+    });
+    answer_all(incoming);
+    let line = (1..=4)
+        .map(|i| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"ping"}}"#))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let got = exchange(&mut raw, &line).await;
+    assert_eq!(got.len(), 3, "{got:?}");
+    let refused: Vec<_> = got
+        .iter()
+        .filter(|a| a["error"]["code"] == -32600)
+        .collect();
+    assert_eq!(refused.len(), 1, "{got:?}");
+    assert_eq!(refused[0]["id"], Value::Null, "{got:?}");
+    for id in [1, 2] {
+        assert!(
+            got.iter().any(|a| a["id"] == id && a["result"] == "ok"),
+            "{got:?}"
+        );
+    }
+}

@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use mcpl::peer::{Diagnostic, Ordered, PeerConfig, PeerError, RequestOptions, RequestTimeout};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 #[path = "support/raw.rs"]
 mod raw;
@@ -188,30 +188,42 @@ async fn what_is_no_answer_of_ours_is_handled_as_before() {
     assert_eq!(outcome.ok(), Some(Value::from(2)));
 }
 
-/// An answer followed on its line by more text (another message after a space, or after a
-/// lone `\r`, which is no line end here): the answer fails its request at once, and the
-/// line is still answered `-32700`, `id: null`, as before, since what follows it may be a
-/// request (JSON-RPC 2.0 §5.1): nothing that came goes unanswered for being behind it.
+/// An answer followed on its line by another whole message (after a space, or after a lone
+/// `\r`, which is no line end here) is the sender's framing defect: each is read as if it
+/// had come on its own line (`jsonrpc::several_values`), so the answer settles its request
+/// and the request after it is answered once. Before, the answer failed its request and
+/// the line was answered `-32700`, `id: null`, leaving the request's id unanswered. Followed
+/// by what is no whole message, the line keeps that `-32700` (JSON-RPC 2.0 §5.1).
 #[tokio::test(start_paused = true)]
 async fn an_answer_with_more_after_it_on_its_line_fails_its_request_and_is_answered_32700() {
     let (peer, incoming, mut raw) = raw_peer(config());
     answer_all(incoming);
-    for sep in [" ", "\r"] {
+    for (sep, more) in [
+        (" ", r#"{"jsonrpc":"2.0","id":97,"method":"m"}"#),
+        ("\r", r#"{"jsonrpc":"2.0","id":97,"method":"m"}"#),
+        (" ", r#"{"jsonrpc":"2.0","id":97,"method":"#),
+    ] {
+        let whole = more.ends_with('}');
         let p = peer.clone();
         let call = tokio::spawn(async move { p.request_raw_with("x", None, never()).await });
         let request = answer(&mut raw, "a request of ours").await;
         let line = format!(
-            r#"{{"jsonrpc":"2.0","id":{},"result":1}}{sep}{{"jsonrpc":"2.0","id":97,"method":"m"}}"#,
+            r#"{{"jsonrpc":"2.0","id":{},"result":1}}{sep}{more}"#,
             request["id"]
         );
         let got = exchange(&mut raw, &line).await;
         assert_eq!(got.len(), 1, "{sep:?}: {got:?}");
-        assert_eq!(got[0]["error"]["code"], -32700, "{sep:?}: {}", got[0]);
-        assert_eq!(got[0]["id"], Value::Null, "{sep:?}: {}", got[0]);
         let outcome = tokio::time::timeout(GUARD, call)
             .await
             .expect("the request still waits (deadlock guard)")
             .unwrap();
+        if whole {
+            assert_eq!(got[0], json!({"jsonrpc":"2.0","id":97,"result":"ok"}));
+            assert_eq!(outcome.ok(), Some(Value::from(1)), "{sep:?}");
+            continue;
+        }
+        assert_eq!(got[0]["error"]["code"], -32700, "{sep:?}: {}", got[0]);
+        assert_eq!(got[0]["id"], Value::Null, "{sep:?}: {}", got[0]);
         assert!(
             matches!(&outcome, Err(PeerError::InvalidResponse(why)) if why.contains("trailing")),
             "{sep:?}: {outcome:?}"

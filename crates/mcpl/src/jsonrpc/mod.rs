@@ -730,11 +730,19 @@ impl ParseError {
     /// and neither a `result` nor an `error`, which is owed `-32600` under that id unless it
     /// names a request of the driver's own ([`InvalidThen::AnswerUnlessOurs`]). Given a text this error did not come
     /// from (one that parses), a response or a notification is owed nothing, anything else
-    /// `-32700` (failing closed). A driver writes this, not [`Self::answer`], which gives an
-    /// answer for every text.
+    /// `-32700` (failing closed). A text that is several whole messages on one line is
+    /// owed nothing here: a driver reads each alone ([`several_values`]), as the peer does.
+    /// A driver writes this, not [`Self::answer`], which gives an answer for every text.
     pub fn owed_answer(&self, text: &str) -> Option<Response> {
         let start = message_start(text);
         if !(start.starts_with('{') || start.starts_with('[')) {
+            return None;
+        }
+        // Several whole messages on the line: no refusal; each is read alone
+        // ([`several_values`], as the peer reads them).
+        if matches!(self, ParseError::Json(d) if unparsed::trailing_detail(d))
+            && several_values(message_text(text), 2).is_some()
+        {
             return None;
         }
         let owed = match self {
@@ -964,7 +972,9 @@ pub(crate) mod head;
 mod invalid;
 pub use invalid::{invalid_then, InvalidThen, Shape};
 mod lead;
+mod several;
 pub use head::{discarded_refusal, refusal_of, Refusal};
+pub use several::{several_values, Several};
 // The runtime's transports and peer read it whole; without them only the reading of a
 // refused text's id (`unparsed`) is used.
 #[cfg_attr(not(feature = "runtime"), allow(dead_code))]

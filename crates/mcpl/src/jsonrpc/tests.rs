@@ -695,3 +695,22 @@ fn s4_an_id_with_no_method_nor_outcome_is_owed_an_answer_under_its_id() {
         Refusal::Response(Some(303_i64.into()))
     );
 }
+
+/// A line that is several whole messages is no refusal for a driver: it reads each alone
+/// (`several_values`), as the peer does; one followed by what is no whole message keeps
+/// its `-32700`.
+#[test]
+fn several_messages_on_a_line_are_owed_no_refusal() {
+    let two =
+        r#"{"jsonrpc":"2.0","id":8,"method":"ping"} {"jsonrpc":"2.0","id":9,"method":"ping"}"#;
+    let Err(e) = Message::parse(two) else {
+        panic!("taken");
+    };
+    assert_eq!(e.owed_answer(two), None);
+    assert_eq!(several_values(two, 10).map(|s| s.values.len()), Some(2));
+    let cut = r#"{"jsonrpc":"2.0","id":8,"method":"ping"} {"jsonrpc""#;
+    let Err(e) = Message::parse(cut) else {
+        panic!("taken");
+    };
+    assert!(e.owed_answer(cut).is_some());
+}

@@ -157,6 +157,17 @@ pub enum Diagnostic {
     },
     /// An empty JSON array (invalid batch); answered `-32600`.
     EmptyBatch,
+    /// A frame (a line) holding several complete messages separated by whitespace, where
+    /// one is expected (MCP stdio framing: one message per line): the sender's framing
+    /// defect, reported once; each message is then read as if it had come alone
+    /// (`jsonrpc::several_values`). Past [`PeerConfig::max_batch_entries`] of them the rest
+    /// is refused unread with one `-32600` under a null id (`refused_past`).
+    SeveralOnALine {
+        /// How many were read.
+        count: usize,
+        /// Whether more followed past the bound, refused.
+        refused_past: bool,
+    },
     /// A message that would cost more than [`PeerConfig::max_parsed_cost`] once parsed;
     /// never built. A request is answered `-32600`, a response fails its request.
     TooCostly {
@@ -294,6 +305,7 @@ impl Diagnostic {
             }
             Diagnostic::Oversized { .. }
             | Diagnostic::EmptyBatch
+            | Diagnostic::SeveralOnALine { .. }
             | Diagnostic::BatchTooLarge { .. }
             | Diagnostic::OverBudget { .. }
             | Diagnostic::Dropped { .. } => {}
@@ -326,6 +338,19 @@ impl fmt::Display for Diagnostic {
                 Ok(())
             }
             Diagnostic::EmptyBatch => f.write_str("empty batch; answered -32600"),
+            Diagnostic::SeveralOnALine {
+                count,
+                refused_past,
+            } => {
+                write!(
+                    f,
+                    "{count} messages on one line, where one is expected; each read alone"
+                )?;
+                if *refused_past {
+                    f.write_str(", those past the bound refused -32600")?;
+                }
+                Ok(())
+            }
             Diagnostic::TooCostly {
                 id,
                 method,

@@ -181,14 +181,14 @@ pub(super) async fn handle_frame(
 }
 
 /// What [`take_frame`] and [`take_read`] did: all of it, or the part left to wait for.
-enum Taken {
+pub(super) enum Taken {
     /// Handled; `false` when the connection closed meanwhile.
     Done(bool),
     Later(Later),
 }
 
 /// The rare part of handling a frame that waits.
-enum Later {
+pub(super) enum Later {
     /// A large text to read on the blocking pool ([`read_off_worker`]).
     OffWorker(String),
     /// An item (counted in the inbox already) the full incoming queue has no room for, and
@@ -197,48 +197,94 @@ enum Later {
         item: Item,
         rest: std::vec::IntoIter<Parsed>,
     },
+    /// The same, for one of several messages on a line ([`take_pieces`]), and the
+    /// messages after it, still to read.
+    Pieces(Box<Pieces>),
+}
+
+/// What [`Later::Pieces`] holds (boxed: the rare path, kept out of the size of every
+/// [`Taken`]).
+pub(super) struct Pieces {
+    pub(super) item: Item,
+    pub(super) rest: std::vec::IntoIter<Parsed>,
+    pub(super) pieces: std::vec::IntoIter<String>,
 }
 
 impl Later {
     async fn finish(
-        self,
+        mut self,
         shared: &Arc<Shared>,
         inbound: &queue::Sender<Item>,
         closed: &mut watch::Receiver<Option<CloseReason>>,
         replies: &mut Outbox,
     ) -> bool {
-        let (mut item, mut rest) = match self {
-            Later::Room { item, rest } => (item, rest),
-            Later::OffWorker(text) => {
-                let max_batch = shared.config.max_batch_entries;
-                let max_cost = shared.config.max_parsed_cost;
-                let read = match read_off_worker(shared, text, max_batch, max_cost).await {
-                    Ok((read, weight)) => {
-                        shared.reading.store(weight, Ordering::Relaxed);
-                        read
+        loop {
+            let (mut item, mut rest, pieces) = match self {
+                Later::Room { item, rest } => (item, rest, None),
+                Later::Pieces(p) => {
+                    let Pieces { item, rest, pieces } = *p;
+                    (item, rest, Some(pieces))
+                }
+                Later::OffWorker(text) => {
+                    let max_batch = shared.config.max_batch_entries;
+                    let max_cost = shared.config.max_parsed_cost;
+                    let read = match read_off_worker(shared, text, max_batch, max_cost).await {
+                        Ok((read, weight)) => {
+                            shared.reading.store(weight, Ordering::Relaxed);
+                            read
+                        }
+                        Err(None) => return false,
+                        // A runtime shutting down cancels it; reading is not expected to
+                        // panic, but if it did the connection is closed rather than left
+                        // looking open with nothing read.
+                        Err(Some(e)) => {
+                            shared.close(CloseReason::Io(format!("reading a message failed: {e}")));
+                            return false;
+                        }
+                    };
+                    if let Read::Several {
+                        pieces,
+                        refused_past,
+                    } = read
+                    {
+                        match super::pieces::take_several(
+                            shared,
+                            pieces,
+                            refused_past,
+                            inbound,
+                            replies,
+                        ) {
+                            Taken::Done(ok) => return ok,
+                            Taken::Later(later) => {
+                                self = later;
+                                continue;
+                            }
+                        }
                     }
-                    Err(None) => return false,
-                    // A runtime shutting down cancels it; reading is not expected to panic,
-                    // but if it did the connection is closed rather than left looking open
-                    // with nothing read.
-                    Err(Some(e)) => {
-                        shared.close(CloseReason::Io(format!("reading a message failed: {e}")));
-                        return false;
+                    match take_read(shared, read, inbound, replies) {
+                        Ok(ok) => return ok,
+                        Err(full) => {
+                            let (item, rest) = *full;
+                            (item, rest, None)
+                        }
                     }
-                };
-                match take_read(shared, read, inbound, replies) {
-                    Ok(ok) => return ok,
-                    Err(full) => *full,
+                }
+            };
+            loop {
+                if !deliver_when_room(shared, item, inbound, closed).await {
+                    return false;
+                }
+                match deliver_all(shared, &mut rest, inbound, replies) {
+                    Some(full) => item = full,
+                    None => break,
                 }
             }
-        };
-        loop {
-            if !deliver_when_room(shared, item, inbound, closed).await {
-                return false;
-            }
-            match deliver_all(shared, &mut rest, inbound, replies) {
-                Some(full) => item = full,
-                None => return true,
+            let Some(pieces) = pieces else {
+                return true;
+            };
+            match super::pieces::take_pieces(shared, pieces, inbound, replies) {
+                Taken::Done(ok) => return ok,
+                Taken::Later(later) => self = later,
             }
         }
     }
@@ -344,13 +390,21 @@ fn take_frame(
     shared.reading.store(weight, Ordering::Relaxed);
     // A result read the fast way is taken while its text is at hand.
     let read = match read {
-        Read::Answer(id, result) => Read::Settled(settle_answer(
+        Read::Answer(id, result) => Read::Settled(super::settle::settle_answer(
             shared,
             id,
             trimmed.get(result).unwrap_or_default(),
         )),
         other => other,
     };
+    if let Read::Several {
+        pieces,
+        refused_past,
+    } = read
+    {
+        *spare = Some(text);
+        return super::pieces::take_several(shared, pieces, refused_past, inbound, replies);
+    }
     *spare = Some(text);
     match take_read(shared, read, inbound, replies) {
         Ok(ok) => Taken::Done(ok),
@@ -363,10 +417,10 @@ fn take_frame(
 
 /// An item the full incoming queue had no room for (counted in the inbox already), and
 /// the batch's items after it; boxed, as the rare path it is.
-type Full = Box<(Item, std::vec::IntoIter<Parsed>)>;
+pub(super) type Full = Box<(Item, std::vec::IntoIter<Parsed>)>;
 
 /// Handles a read frame up to its first wait: `Err` when the incoming queue is full.
-fn take_read(
+pub(super) fn take_read(
     shared: &Arc<Shared>,
     read: Read,
     inbound: &queue::Sender<Item>,
@@ -423,6 +477,11 @@ fn take_read(
                 Some(item) => Err(Box::new((item, failed))),
                 None => answered,
             };
+        }
+        // Taken before (`take_several`): a piece is one complete value, never several.
+        Read::Several { pieces, .. } => {
+            tracing::warn!("{} messages on a line left unread", pieces.len());
+            None
         }
         Read::UnparsedRequest { id, error } => {
             shared.diagnose(Diagnostic::ParseError {
@@ -701,7 +760,7 @@ pub(super) fn classify(
             // method nor an outcome is answered unless it names a request of ours.
             let answered = match shape.then(&invalid) {
                 InvalidThen::Answer(_) => true,
-                InvalidThen::AnswerUnlessOurs(id) => !is_ours(shared, &id),
+                InvalidThen::AnswerUnlessOurs(id) => !super::settle::is_ours(shared, &id),
                 _ => false,
             };
             if answered {
@@ -859,114 +918,10 @@ pub(super) fn accept(
             }
             Some(Parsed::Deliver(IncomingMessage::Notification(n)))
         }
-        Message::Response(response) => settle(shared, response),
+        Message::Response(response) => super::settle::settle(shared, response),
     }
-}
-
-/// Whether `id` names a request of this side's own still awaited (by a caller or in wire
-/// order) or given up on after its deadline: a message under it is that request's answer,
-/// never a request to answer ([`crate::jsonrpc::InvalidThen::AnswerUnlessOurs`]).
-pub(super) fn is_ours(shared: &Shared, id: &RequestId) -> bool {
-    let in_order = {
-        let set = lock(&shared.in_order);
-        !set.is_empty() && set.contains(id)
-    };
-    in_order || lock(&shared.pending).contains_key(id) || lock(&shared.timed_out).contains(id)
 }
 
 /// MCP's cancellation notification: the request it names is no longer in flight for its
 /// sender (`serving`).
 const CANCELLED: &str = "notifications/cancelled";
-
-/// Who waits for the answer to one of this side's requests, taken off the books.
-enum Waiting {
-    /// A [`Peer::send_request`]'s: delivered in wire order.
-    InOrder,
-    /// A caller.
-    Caller(Waiter),
-    /// A request given up on after its deadline.
-    Late,
-    /// Nobody: this side sent no such request.
-    Unknown,
-}
-
-/// Takes whoever waits for the answer to `id`.
-fn take_waiting(shared: &Shared, id: &RequestId) -> Waiting {
-    // Most connections never send one: an empty set is not hashed into.
-    let in_order = {
-        let mut set = lock(&shared.in_order);
-        !set.is_empty() && set.remove(id)
-    };
-    if in_order {
-        return Waiting::InOrder;
-    }
-    if let Some(waiter) = lock(&shared.pending).remove(id) {
-        return Waiting::Caller(waiter);
-    }
-    if lock(&shared.timed_out).contains(id) {
-        Waiting::Late
-    } else {
-        Waiting::Unknown
-    }
-}
-
-/// Settles a response: a waiting caller gets it, a [`Peer::send_request`]'s is returned for
-/// delivery in wire order, anything else is reported.
-pub(super) fn settle(shared: &Shared, response: Response) -> Option<Parsed> {
-    let Some(id) = response.id.clone() else {
-        shared.diagnose(Diagnostic::UnknownResponse {
-            id: None,
-            error: response.outcome.err(),
-        });
-        return None;
-    };
-    match take_waiting(shared, &id) {
-        Waiting::InOrder => return Some(Parsed::Settled(response)),
-        Waiting::Caller(waiter) => waiter.send(
-            response
-                .outcome
-                .map(Answer::Value)
-                .map_err(PeerError::Remote),
-        ),
-        Waiting::Late => shared.diagnose(Diagnostic::LateResponse { id }),
-        Waiting::Unknown => shared.diagnose(Diagnostic::UnknownResponse {
-            id: Some(id),
-            error: response.outcome.err(),
-        }),
-    }
-    None
-}
-
-/// [`settle`] for a result response read the fast way ([`Read::Answer`]), `result` being
-/// the result's text: a caller waiting for text gets that text, anyone else the `Value` read
-/// from it, as [`settle`] would have given them.
-pub(super) fn settle_answer(shared: &Shared, id: RequestId, result: &str) -> Option<Parsed> {
-    let value = || {
-        serde_json::from_str::<Value>(result).map_err(|e| format!("the result does not read: {e}"))
-    };
-    match take_waiting(shared, &id) {
-        Waiting::InOrder => {
-            return Some(Parsed::Settled(match value() {
-                Ok(v) => Response {
-                    id: Some(id),
-                    outcome: Ok(v),
-                },
-                Err(reason) => shared.failed_in_order(&id, &reason),
-            }));
-        }
-        Waiting::Caller(waiter) if waiter.text => {
-            waiter.send(Ok(Answer::Text(shared.answer_text(result))))
-        }
-        Waiting::Caller(waiter) => waiter.send(
-            value()
-                .map(Answer::Value)
-                .map_err(PeerError::InvalidResponse),
-        ),
-        Waiting::Late => shared.diagnose(Diagnostic::LateResponse { id }),
-        Waiting::Unknown => shared.diagnose(Diagnostic::UnknownResponse {
-            id: Some(id),
-            error: None,
-        }),
-    }
-    None
-}

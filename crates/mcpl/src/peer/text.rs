@@ -74,6 +74,12 @@ pub(super) enum Read {
         reason: String,
         then: Box<Read>,
     },
+    /// Several complete messages on one frame's line (`jsonrpc::several_values`), each
+    /// read as its own frame's text; `refused_past`: more followed past the bound.
+    Several {
+        pieces: Vec<String>,
+        refused_past: bool,
+    },
 }
 
 /// Reads one trimmed frame text that starts with `{` or `[`. Issue #8: a single object is
@@ -154,6 +160,27 @@ pub(super) fn read_text(
     } else {
         serde_json::from_str(trimmed).map(Top::Single)
     };
+    if let Err(e) = &top {
+        // Several messages on the line: each read alone (the slow path only).
+        let several = crate::jsonrpc::unparsed::trailing_detail(&e.to_string())
+            .then(|| crate::jsonrpc::several_values(trimmed, max_batch))
+            .flatten();
+        if let Some(several) = several {
+            let pieces = several
+                .values
+                .into_iter()
+                .filter_map(|r| trimmed.get(r).map(str::to_owned))
+                .collect();
+            let refused_past = several.refused_from.is_some();
+            return (
+                Read::Several {
+                    pieces,
+                    refused_past,
+                },
+                weight,
+            );
+        }
+    }
     match top {
         Err(e) if trimmed.starts_with('{') => (refused(trimmed, e), weight),
         Err(e) => {

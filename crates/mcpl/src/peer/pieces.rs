@@ -1,0 +1,64 @@
+//! Several messages read on one line (`jsonrpc::several_values`): reported once, then
+//! each taken as its own frame's text would be, in order, waiting (boxed, as every rare
+//! wait of the reader) only when the incoming queue is full.
+
+use super::reader::{take_read, Later, Pieces, Taken};
+use super::text::{read_text, TypedReads};
+use super::*;
+
+/// Takes several messages read on one line ([`super::text::Read::Several`]): reported once, the rest
+/// past the bound refused with one `-32600` under a null id, then each read as its own
+/// frame's text would be ([`take_pieces`]).
+pub(super) fn take_several(
+    shared: &Arc<Shared>,
+    pieces: Vec<String>,
+    refused_past: bool,
+    inbound: &queue::Sender<Item>,
+    replies: &mut Outbox,
+) -> Taken {
+    shared.diagnose(Diagnostic::SeveralOnALine {
+        count: pieces.len(),
+        refused_past,
+    });
+    if refused_past {
+        let limit = shared.config.max_batch_entries.max(2);
+        let reply = Message::Response(Response {
+            id: None,
+            outcome: Err(ErrorObject::invalid_request_because(format_args!(
+                "more than {limit} messages on one line (one message per line); those past \
+                 the first {limit} were refused unread"
+            ))
+            .with_data(serde_json::json!({ "limit": limit, "reason": "messages_per_line" }))),
+        });
+        let _ = replies.send(reply.to_json());
+    }
+    take_pieces(shared, pieces.into_iter(), inbound, replies)
+}
+
+/// Reads and takes each of several messages of one line in order, as if each had come on
+/// its own line (a piece is one complete value, read on this task whatever its size); the
+/// rest for later when the incoming queue is full.
+pub(super) fn take_pieces(
+    shared: &Arc<Shared>,
+    mut pieces: std::vec::IntoIter<String>,
+    inbound: &queue::Sender<Item>,
+    replies: &mut Outbox,
+) -> Taken {
+    let max_batch = shared.config.max_batch_entries;
+    let max_cost = shared.config.max_parsed_cost;
+    for piece in pieces.by_ref() {
+        let typed = TypedReads::default();
+        let (read, weight) = read_text(shared, &piece, true, max_batch, max_cost, typed);
+        shared.reading.store(weight, Ordering::Relaxed);
+        match take_read(shared, read, inbound, replies) {
+            Ok(true) => {}
+            Ok(false) => return Taken::Done(false),
+            Err(full) => {
+                let (item, rest) = *full;
+                let later = Pieces { item, rest, pieces };
+                return Taken::Later(Later::Pieces(Box::new(later)));
+            }
+        }
+    }
+    Taken::Done(true)
+}

@@ -1,0 +1,110 @@
+//! Answers to this side's own requests taken off the books: a waiting caller gets its
+//! answer, a [`Peer::send_request`]'s is returned for delivery in wire order, anything else
+//! is reported ([`settle`]); and whether an id names one of them ([`is_ours`]).
+
+use super::reader::Parsed;
+use super::*;
+
+/// Whether `id` names a request of this side's own still awaited (by a caller or in wire
+/// order) or given up on after its deadline: a message under it is that request's answer,
+/// never a request to answer ([`crate::jsonrpc::InvalidThen::AnswerUnlessOurs`]).
+pub(super) fn is_ours(shared: &Shared, id: &RequestId) -> bool {
+    let in_order = {
+        let set = lock(&shared.in_order);
+        !set.is_empty() && set.contains(id)
+    };
+    in_order || lock(&shared.pending).contains_key(id) || lock(&shared.timed_out).contains(id)
+}
+
+/// Who waits for the answer to one of this side's requests, taken off the books.
+enum Waiting {
+    /// A [`Peer::send_request`]'s: delivered in wire order.
+    InOrder,
+    /// A caller.
+    Caller(Waiter),
+    /// A request given up on after its deadline.
+    Late,
+    /// Nobody: this side sent no such request.
+    Unknown,
+}
+
+/// Takes whoever waits for the answer to `id`.
+fn take_waiting(shared: &Shared, id: &RequestId) -> Waiting {
+    // Most connections never send one: an empty set is not hashed into.
+    let in_order = {
+        let mut set = lock(&shared.in_order);
+        !set.is_empty() && set.remove(id)
+    };
+    if in_order {
+        return Waiting::InOrder;
+    }
+    if let Some(waiter) = lock(&shared.pending).remove(id) {
+        return Waiting::Caller(waiter);
+    }
+    if lock(&shared.timed_out).contains(id) {
+        Waiting::Late
+    } else {
+        Waiting::Unknown
+    }
+}
+
+/// Settles a response: a waiting caller gets it, a [`Peer::send_request`]'s is returned for
+/// delivery in wire order, anything else is reported.
+pub(super) fn settle(shared: &Shared, response: Response) -> Option<Parsed> {
+    let Some(id) = response.id.clone() else {
+        shared.diagnose(Diagnostic::UnknownResponse {
+            id: None,
+            error: response.outcome.err(),
+        });
+        return None;
+    };
+    match take_waiting(shared, &id) {
+        Waiting::InOrder => return Some(Parsed::Settled(response)),
+        Waiting::Caller(waiter) => waiter.send(
+            response
+                .outcome
+                .map(Answer::Value)
+                .map_err(PeerError::Remote),
+        ),
+        Waiting::Late => shared.diagnose(Diagnostic::LateResponse { id }),
+        Waiting::Unknown => shared.diagnose(Diagnostic::UnknownResponse {
+            id: Some(id),
+            error: response.outcome.err(),
+        }),
+    }
+    None
+}
+
+/// [`settle`] for a result response read the fast way ([`Read::Answer`]), `result` being
+/// the result's text: a caller waiting for text gets that text, anyone else the `Value` read
+/// from it, as [`settle`] would have given them.
+pub(super) fn settle_answer(shared: &Shared, id: RequestId, result: &str) -> Option<Parsed> {
+    let value = || {
+        serde_json::from_str::<Value>(result).map_err(|e| format!("the result does not read: {e}"))
+    };
+    match take_waiting(shared, &id) {
+        Waiting::InOrder => {
+            return Some(Parsed::Settled(match value() {
+                Ok(v) => Response {
+                    id: Some(id),
+                    outcome: Ok(v),
+                },
+                Err(reason) => shared.failed_in_order(&id, &reason),
+            }));
+        }
+        Waiting::Caller(waiter) if waiter.text => {
+            waiter.send(Ok(Answer::Text(shared.answer_text(result))))
+        }
+        Waiting::Caller(waiter) => waiter.send(
+            value()
+                .map(Answer::Value)
+                .map_err(PeerError::InvalidResponse),
+        ),
+        Waiting::Late => shared.diagnose(Diagnostic::LateResponse { id }),
+        Waiting::Unknown => shared.diagnose(Diagnostic::UnknownResponse {
+            id: Some(id),
+            error: None,
+        }),
+    }
+    None
+}
