@@ -50,7 +50,10 @@ pub(crate) fn from_value_read(
     value: Value,
     doubled: Option<Doubled>,
 ) -> Result<Message, InvalidMessage> {
-    let Some(doubled) = doubled.filter(|_| value.get("method").is_some()) else {
+    // A request, or an id with no method nor outcome, which is answered as one is
+    // (`InvalidThen::AnswerUnlessOurs`): an `id` named twice leaves either unanswered.
+    let asks = |v: &Value| v.get("method").is_some() || super::Shape::of(v).bare();
+    let Some(doubled) = doubled.filter(|_| asks(&value)) else {
         return Message::from_value(value);
     };
     if doubled == Doubled::Id {

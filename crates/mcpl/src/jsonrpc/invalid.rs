@@ -61,6 +61,12 @@ impl Shape {
         self.request_like
     }
 
+    /// Whether the value is an object with an `id` and no `method`, `result` or `error`
+    /// ([`InvalidThen::AnswerUnlessOurs`] when its id is usable).
+    pub fn bare(self) -> bool {
+        self.bare
+    }
+
     /// [`invalid_then`] of the value read.
     pub fn then(self, invalid: &InvalidMessage) -> InvalidThen {
         match (&invalid.id, self) {

@@ -625,11 +625,9 @@ impl Message {
             return Err(ParseError::Json(LEAD_REFUSED.to_owned()));
         }
         // What a `Value` loses: a request's member named twice (only a request-shaped
-        // object is read again).
-        let doubled = match value.get("method") {
-            Some(_) => doubled::doubled_member(text),
-            None => None,
-        };
+        // object, or an id with no method nor outcome, is read again).
+        let asks = value.get("method").is_some() || Shape::of(&value).bare();
+        let doubled = asks.then(|| doubled::doubled_member(text)).flatten();
         doubled::from_value_read(value, doubled).map_err(ParseError::Invalid)
     }
 

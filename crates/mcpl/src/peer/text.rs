@@ -211,7 +211,8 @@ pub(super) fn read_text(
 /// single one, their indices for a batch's entries. The text is read again only when an
 /// object has a `method` member.
 fn doubled_members(trimmed: &str, top: &Top) -> Vec<(usize, Doubled)> {
-    let request = |v: &serde_json::Value| v.get("method").is_some();
+    let request =
+        |v: &serde_json::Value| v.get("method").is_some() || crate::jsonrpc::Shape::of(v).bare();
     match top {
         Top::Single(v) if request(v) => crate::jsonrpc::doubled::doubled_member(trimmed)
             .map(|d| vec![(0, d)])
