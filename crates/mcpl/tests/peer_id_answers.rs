@@ -402,3 +402,60 @@ async fn an_id_named_twice_with_no_method_nor_outcome_is_answered_under_neither(
         other => panic!("{other:?}"),
     }
 }
+
+/// Over WebSocket (real sockets) the same rules hold for a text frame: several messages on
+/// one of its lines each answered once, an id with no method nor outcome answered under it,
+/// a reused id refused while the first is in flight.
+#[tokio::test]
+async fn over_websocket_every_id_gets_exactly_one_answer() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+    let listener = mcpl::transport::ws::Listener::bind("127.0.0.1:0", None)
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        let (t, _) = listener.accept().await.unwrap();
+        let (peer, incoming) = mcpl::peer::Peer::new(t, config());
+        answer_all(incoming);
+        peer
+    });
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    let _peer = server.await.unwrap();
+    let frame = concat!(
+        r#"{"jsonrpc":"2.0","id":1,"method":"x"} {"jsonrpc":"2.0","id":2,"method":"x"}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","id":3}"#,
+        "\n",
+        r#"[{"jsonrpc":"2.0","id":4,"method":"x"},{"jsonrpc":"2.0","id":4,"method":"x"}]"#,
+    );
+    ws.send(WsMessage::text(frame)).await.unwrap();
+    let mut answers = Vec::new();
+    while answers.len() < 5 {
+        let msg = tokio::time::timeout(std::time::Duration::from_secs(60), ws.next())
+            .await
+            .expect("an answer (deadlock guard)");
+        if let Some(Ok(WsMessage::Text(t))) = msg {
+            let v: Value = serde_json::from_str(t.as_str()).unwrap();
+            match v {
+                Value::Array(items) => answers.extend(items),
+                v => answers.push(v),
+            }
+        }
+    }
+    let under = |id: i64| answers.iter().filter(|a| a["id"] == id).count();
+    assert_eq!(
+        (under(1), under(2), under(3), under(4)),
+        (1, 1, 1, 2),
+        "{answers:?}"
+    );
+    assert!(answers
+        .iter()
+        .any(|a| a["id"] == 3 && a["error"]["code"] == -32600));
+    assert!(answers
+        .iter()
+        .any(|a| a["id"] == 4 && a["error"]["code"] == -32600));
+    assert!(answers.iter().any(|a| a["id"] == 4 && a["result"] == "ok"));
+}
