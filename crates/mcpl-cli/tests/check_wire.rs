@@ -854,3 +854,14 @@ fn an_id_with_no_method_nor_outcome_is_answered_as_the_peer_answers_it() {
     assert_eq!(answers.len(), 1, "{sent:#?}\n{doc:#}");
     assert_eq!(answers[0]["error"]["code"], -32600, "{}", answers[0]);
 }
+
+/// A server that writes two messages on one line (MCP stdio: one message per line) fails
+/// `transport.frames-valid`: the checker flags the framing, whatever the library's peer
+/// recovers of it (`mcpl::jsonrpc::several_values`).
+#[test]
+fn two_messages_on_one_line_fail_the_framing_check() {
+    let two = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"a"}} {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"b"}}"#;
+    let script = answering_server(&format!("printf '%s\\n' '{two}';"));
+    let doc = check_script(&script);
+    assert_eq!(status(&doc, "transport.frames-valid"), "fail", "{doc:#}");
+}
