@@ -843,10 +843,8 @@ fn answering_server(before: &str) -> String {
 /// A server that sends an object with an id and neither a `method` nor a `result` or an
 /// `error` (no Request nor Response object, JSON-RPC 2.0 §4, §5) under an id the checker
 /// never used: the checker answers it `-32600` under that id, once, as the library's peer
-/// does (`mcpl::jsonrpc::invalid_then`); it answered nothing. Needs the checker's driver
-/// (`check/driver/wire.rs`, outside this branch's area) to answer by `Shape::then`.
+/// does (`mcpl::jsonrpc::invalid_then`); it answered nothing.
 #[test]
-#[ignore = "fails until check/driver/wire.rs answers by mcpl::jsonrpc::Shape::then"]
 fn an_id_with_no_method_nor_outcome_is_answered_as_the_peer_answers_it() {
     let script = answering_server(r#"printf '%s\n' '{"jsonrpc":"2.0","id":"s-1","params":{}}';"#);
     let (doc, sent) = check_script_sent(&script, "bare-id");

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use mcpl::capability::Requirement;
-use mcpl::jsonrpc::{ErrorObject, Message, RequestId};
+use mcpl::jsonrpc::{ErrorObject, InvalidThen, Message, RequestId};
 use mcpl::protocol::channels::{ChannelsChanged, ChannelsIncoming, ChannelsList, ChannelsRegister};
 use mcpl::protocol::handshake::Ping;
 use mcpl::protocol::hooks::BeforeInference;
@@ -338,9 +338,21 @@ impl Session {
         let entry = self.batch.is_some() && !v.is_object();
         let request_like = v.get("method").is_some() || entry;
         let has_id = v.get("id").is_some() || entry;
+        let shape = mcpl::jsonrpc::Shape::of(&v);
         match Message::from_value(v) {
             Err(e) => {
                 self.invalid.push(e.reason.clone());
+                // An id with neither a `method` nor an outcome (no Request nor Response
+                // object, JSON-RPC 2.0 §4, §5): the library's one rule (`invalid_then`).
+                if let InvalidThen::AnswerUnlessOurs(id) = shape.then(&e) {
+                    if Some(&id) == awaiting {
+                        return Handled::Awaited(Reply::Invalid(e.reason));
+                    }
+                    if !self.timed_out.contains(&id) {
+                        self.answer(&id, Err(e.answer_error()));
+                    }
+                    return Handled::Continue;
+                }
                 match (e.id, request_like) {
                     (Some(id), true) => {
                         self.answer(&id, Err(ErrorObject::invalid_request(e.reason)));
