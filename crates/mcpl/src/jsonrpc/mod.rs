@@ -728,19 +728,15 @@ impl ParseError {
     /// and neither a `result` nor an `error`, which is owed `-32600` under that id unless it
     /// names a request of the driver's own ([`InvalidThen::AnswerUnlessOurs`]). Given a text this error did not come
     /// from (one that parses), a response or a notification is owed nothing, anything else
-    /// `-32700` (failing closed). A text that is several whole messages on one line is
-    /// owed nothing here: a driver reads each alone ([`several_values`]), as the peer does.
-    /// A driver writes this, not [`Self::answer`], which gives an answer for every text.
+    /// `-32700` (failing closed). A text that is several whole messages on one line is a
+    /// `-32700` here like any text with more after its first value, so a driver that only
+    /// writes this still answers the first request on it; the peer instead reads each
+    /// message alone, and a driver does the same by asking [`several_values`] first (and
+    /// then not writing this for the line). A driver writes this, not [`Self::answer`],
+    /// which gives an answer for every text.
     pub fn owed_answer(&self, text: &str) -> Option<Response> {
         let start = message_start(text);
         if !(start.starts_with('{') || start.starts_with('[')) {
-            return None;
-        }
-        // Several whole messages on the line: no refusal; each is read alone
-        // ([`several_values`], as the peer reads them).
-        if matches!(self, ParseError::Json(d) if unparsed::trailing_detail(d))
-            && several_values(message_text(text), 2).is_some()
-        {
             return None;
         }
         let owed = match self {

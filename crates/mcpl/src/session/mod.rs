@@ -27,7 +27,10 @@
 //! The machines take only messages. A line that is none is its driver's to answer
 //! (JSON-RPC 2.0 §5), with what [`ParseError::owed_answer`] gives and only then: it is the
 //! rule the async drivers' peer answers by, so a driver answers a line exactly when the
-//! peer does and a sender ends its wait either way. It gives nothing for a line owed
+//! peer does and a sender ends its wait either way; save a line holding several whole
+//! messages, which the peer reads one by one ([`crate::jsonrpc::several_values`]: a driver
+//! asks it first to do the same) and `owed_answer` answers `-32700` under its first
+//! request's id. It gives nothing for a line owed
 //! nothing: a junk line, a response (answering one can loop), a notification nested past
 //! the parser (§4.1). Otherwise [`ParseError::Invalid`] is
 //! answered `-32600` under the id it carries when one could be read, [`ParseError::Json`]
