@@ -853,6 +853,30 @@ fn an_id_with_no_method_nor_outcome_is_answered_as_the_peer_answers_it() {
     assert_eq!(answers[0]["error"]["code"], -32600, "{}", answers[0]);
 }
 
+/// A server that answers each request of the checker after `initialize` with an object under
+/// that request's id and neither a `result` nor an `error`, text the parser refuses (a
+/// number out of range): the unusable answer to the checker's own request, which the
+/// library's peer never answers back. The checker answered it `-32700` under its own
+/// request's id, which could end a request of the server's under the same number.
+#[test]
+fn an_unparsable_bare_answer_to_our_request_is_not_answered_back() {
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; \
+         while read l; do \
+         id=$(printf '%s' \"$l\" | sed -n 's/^{{\"id\":\\([0-9]*\\),.*/\\1/p'); \
+         [ -z \"$id\" ] && continue; \
+         printf '{{\"jsonrpc\":\"2.0\",\"id\":%s,\"x\":1e400}}\\n' \"$id\"; \
+         done"
+    );
+    let (doc, sent) = check_script_sent(&script, "bare-unparsable");
+    let errors: Vec<_> = sent.iter().filter(|m| m.get("error").is_some()).collect();
+    assert!(errors.is_empty(), "{errors:#?}\n{doc:#}");
+    assert!(
+        sent.len() > 1,
+        "the checker went on past initialize: {sent:#?}"
+    );
+}
+
 /// A server that writes two messages on one line (MCP stdio: one message per line) fails
 /// `transport.frames-valid`: the checker flags the framing, whatever the library's peer
 /// recovers of it (`mcpl::jsonrpc::several_values`).

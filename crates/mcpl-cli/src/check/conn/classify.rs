@@ -89,6 +89,7 @@ pub(super) fn classify_received(
             Some(Event::Refused {
                 id: answer.id,
                 error: answer.outcome.err()?,
+                unless_ours: unless_ours(text),
             })
         }),
     };
@@ -172,7 +173,19 @@ pub(super) fn refusal(text: &str, e: &serde_json::Error) -> Option<Event> {
     Some(Event::Refused {
         id: answer.id,
         error,
+        unless_ours: unless_ours(text),
     })
+}
+
+/// The id of `text` (whole, refused by the parser) when it is an object with an id and
+/// neither a `method` nor an outcome, by the library's one reading
+/// ([`mcpl::jsonrpc::refusal_of`]): answered only when that id names none of the checker's
+/// own requests.
+fn unless_ours(text: &str) -> Option<mcpl::jsonrpc::RequestId> {
+    match mcpl::jsonrpc::refusal_of(text.as_bytes(), true) {
+        mcpl::jsonrpc::Refusal::AnswerUnlessOurs(id) => Some(id),
+        _ => None,
+    }
 }
 
 /// What the library's peer answers a frame that is not text (`reason`; RFC 8259 §8.1: JSON
@@ -191,6 +204,7 @@ pub(super) fn not_text_refusal(
     Some(Event::Refused {
         id: answer.id,
         error,
+        unless_ours: None,
     })
 }
 
@@ -308,7 +322,7 @@ mod tests {
         let refused = |text: &str| {
             let e = serde_json::from_str::<Value>(text).unwrap_err();
             match refusal(text, &e) {
-                Some(Event::Refused { id, error }) => Some((id, error.code)),
+                Some(Event::Refused { id, error, .. }) => Some((id, error.code)),
                 _ => None,
             }
         };
@@ -398,7 +412,7 @@ mod tests {
             let summary = envelope.summary(true);
             let began = line.first() == Some(&b'{');
             match not_text_refusal("no UTF-8", began, summary.as_deref()) {
-                Some(Event::Refused { id, error }) => Some((id, error.code)),
+                Some(Event::Refused { id, error, .. }) => Some((id, error.code)),
                 _ => None,
             }
         };
@@ -486,7 +500,7 @@ mod tests {
         assert!(matches!(event, Event::Invalid(why) if why.contains("RFC 8259 §2")));
         assert!(matches!(
             refused,
-            Some(Event::Refused { id: Some(id), error }) if id == 7_i64.into()
+            Some(Event::Refused { id: Some(id), error, .. }) if id == 7_i64.into()
                 && error.code == mcpl::jsonrpc::codes::PARSE_ERROR
         ));
         let notification = "\u{2028}{\"jsonrpc\":\"2.0\",\"method\":\"m\"}";

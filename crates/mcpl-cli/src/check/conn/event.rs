@@ -28,6 +28,11 @@ pub enum Event {
     Refused {
         id: Option<RequestId>,
         error: ErrorObject,
+        /// The id of an object with an id and neither a `method` nor an outcome (JSON-RPC 2.0
+        /// §4, §5; `mcpl::jsonrpc::Refusal::AnswerUnlessOurs`): when it is one of the
+        /// checker's own requests, the text is that request's unusable answer, never
+        /// answered back.
+        unless_ours: Option<RequestId>,
     },
     /// End of stream, or a read or write error.
     Closed(String),

@@ -252,7 +252,21 @@ impl Session {
             }
             // A request that does not parse, answered as the library's peer answers it
             // (JSON-RPC 2.0 §5.1); the frame itself was said as junk or an invalid one.
-            Event::Refused { id, error } => {
+            Event::Refused {
+                id,
+                error,
+                unless_ours,
+            } => {
+                // The unusable answer to a request of ours is never answered back (as the
+                // library's peer reads it): the awaited one's ends the wait now.
+                if let Some(ours) = unless_ours {
+                    if Some(&ours) == awaiting {
+                        return Handled::Awaited(Reply::Invalid(error.message.into_owned()));
+                    }
+                    if self.timed_out.contains(&ours) {
+                        return Handled::Continue;
+                    }
+                }
                 self.answer_as(id.map_or(Value::Null, |id| id.to_value()), Err(error));
                 return Handled::Continue;
             }
