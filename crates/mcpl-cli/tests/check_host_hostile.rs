@@ -1975,6 +1975,24 @@ async fn an_inference_run_before_the_receipt_fails() {
     let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32002))).await;
     let c = check(&doc, "host.inference-refused-before-ready");
     assert_eq!(c["status"], "pass", "{doc:#}");
+
+    // An error that is no refusal (the inference ran and its backend failed) is not one.
+    let report = report_path("early-inference-failed.json");
+    let (_, doc) = raw_answering_host(&report, |m| {
+        Some(if m["method"] == "inference/request" {
+            line(&json!({ "jsonrpc": "2.0", "id": m["id"],
+                          "error": { "code": -32603, "message": "backend unreachable" } }))
+        } else {
+            refusing_answer(m, -32002)
+        })
+    })
+    .await;
+    let c = check(&doc, "host.inference-refused-before-ready");
+    assert_eq!(c["status"], "warn", "{doc:#}");
+    assert!(
+        c["detail"].as_str().unwrap_or_default().contains("-32603"),
+        "{c}"
+    );
 }
 
 /// §11.2, §11.4: `stream` defaults to `false`, and chunks go only to a request with

@@ -19,6 +19,15 @@ use super::served::{self, served_advertisement};
 use super::session::{poll_once, secs, Run};
 use crate::check::report::Status;
 
+/// The codes that refuse an `inference/request` sent before the receipt (§5.3): not granted
+/// (`-32002`, `-32001`, §6.6, App. A), not served (`-32601`), not ready (`-32600`).
+const EARLY_INFERENCE_REFUSALS: [i64; 4] = [
+    mcpl::jsonrpc::codes::CAPABILITY_DENIED,
+    mcpl::jsonrpc::codes::FEATURE_SET_NOT_ENABLED,
+    mcpl::jsonrpc::codes::METHOD_NOT_FOUND,
+    mcpl::jsonrpc::codes::INVALID_REQUEST,
+];
+
 /// Most `effectiveCapabilities` entries naming no path that a detail gives a hint for.
 const HINTED_ENTRIES: usize = 3;
 
@@ -310,6 +319,22 @@ impl Run {
             None => self.settle(call).await,
         };
         match reply {
+            // An inference run and failed (its backend unreachable, say) is an error too, yet
+            // not a refusal: a code that refuses (§6.6, App. A; `-32601`/`-32600` for a host
+            // that serves none or is not ready) passes, any other warns (§5.3, §11.1).
+            super::session::Reply::Error(e)
+                if id == "host.inference-refused-before-ready"
+                    && !EARLY_INFERENCE_REFUSALS.contains(&e.code) =>
+            {
+                self.record(
+                    id,
+                    Status::Warn,
+                    format!(
+                        "{method} before the receipt got error {}, which is no refusal code                          (-32002, -32001, -32601 or -32600): the host may have run the                          inference before any grant was in force{why}",
+                        e.code
+                    ),
+                )
+            }
             super::session::Reply::Error(e) => {
                 self.record(id, Status::Pass, format!("refused with error {}", e.code))
             }

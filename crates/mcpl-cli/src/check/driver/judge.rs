@@ -531,20 +531,22 @@ impl Session {
         let Some(tag) = params.and_then(|p| p.get("featureSet")) else {
             return;
         };
-        if self.narrowing_read && self.pre_reduction_grant.is_none() {
-            self.after_narrowing += 1;
-        }
         let Some(fs) = tag.as_str() else {
+            // Names no feature set, so none the reduction left enabled (§6.5, §6.7); the
+            // narrowing's evidence counts named sets only, and the declared check's detail
+            // counts names under a disabled set, not this.
             if self.reduction_answered {
                 let kind = mcpl::jsonrpc::json_type_name(tag);
                 self.reduction_violations.push(format!(
                     "{} under a featureSet of type {kind}, which names no feature set",
                     t.method
                 ));
-                *self.reduction_hits.entry(t.declared).or_default() += 1;
             }
             return;
         };
+        if self.narrowing_read && self.pre_reduction_grant.is_none() {
+            self.after_narrowing += 1;
+        }
         if !self.declared(fs) {
             self.rec.record(
                 t.declared,
