@@ -3995,8 +3995,9 @@ async fn turn_and_stream_calls_on_a_server_that_stops_reading_end_at_the_request
 /// The same for a chunk of a stream opened before the server stopped reading, and for
 /// revoking an accepted ontology: each gives up at the peer's `request_timeout` plus
 /// `DRIVER_GRACE`. Once the server reads again, the given-up chunk was never written and
-/// took no `index` (§14.3: the next chunk is index 1), and the given-up revocation, local
-/// bookkeeping that sends nothing, was still carried out when the driver reached it.
+/// took no `index` (§14.3: the next chunk is index 1), the given-up revocation, local
+/// bookkeeping that sends nothing, was still carried out when the driver reached it (it
+/// only narrows), and an acceptance given up after it was not (it would widen, §16.5).
 #[tokio::test(start_paused = true)]
 async fn a_stream_chunk_and_an_ontology_call_given_up_on_a_stuck_driver() {
     let small = PeerConfig {
@@ -4027,6 +4028,11 @@ async fn a_stream_chunk_and_an_ontology_call_given_up_on_a_stuck_driver() {
         .expect("revoke_ontology hung");
     // Carried out, it would have returned the revoked digest; not carried out, it says so.
     assert!(timed_out(&r, "revokeOntology"), "{r:?}");
+    // An acceptance given up the same way is never applied later (it would widen, §16.5).
+    let r = tokio::time::timeout(guard, s.accept_reviewed_ontology("alerts", &digest))
+        .await
+        .expect("accept_reviewed_ontology hung");
+    assert!(timed_out(&r, "acceptOntology"), "{r:?}");
     assert_eq!(s.accepted_ontology("alerts"), Some(digest));
 
     // The server reads again.
@@ -4063,7 +4069,7 @@ async fn a_stream_chunk_and_an_ontology_call_given_up_on_a_stuck_driver() {
     assert_eq!(
         s.accepted_ontology("alerts"),
         None,
-        "the revocation was dropped"
+        "the revocation was dropped, or the given-up acceptance applied after it"
     );
 }
 

@@ -597,6 +597,11 @@ impl Driver {
                     self.give_up(w, id);
                 }
             }
+            // Given up by the caller (`call_bounded`'s timeout): an acceptance the caller was
+            // told failed is never applied later (§16.5: it widens what tags imply).
+            Cmd::AcceptOntology(_, reply) if reply.is_closed() => {}
+            Cmd::AcceptReviewed(_, _, reply) if reply.is_closed() => {}
+            Cmd::ConsumerPatterns(_, reply) if reply.is_closed() => {}
             Cmd::AcceptOntology(name, reply) => {
                 let _ = reply.send(self.state.accept_current_ontology(&name));
             }

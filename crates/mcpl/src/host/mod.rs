@@ -634,7 +634,7 @@ impl HostSession {
     /// `request_timeout` (as `method`'s timeout): bounded also for a server that stops
     /// reading while the driver holds too much to take calls. A call given up this way is
     /// not carried out when the driver reaches it, except a turn's or stream's end (§10.5,
-    /// §14.3: owed either way).
+    /// §14.3: owed either way) and an ontology's revocation (it only narrows, §16.5).
     async fn call_bounded<T>(
         &self,
         method: &str,
@@ -791,9 +791,10 @@ impl HostSession {
     }
 
     /// Withdraws the acceptance of feature set `name`'s `tagOntology` (§16.5): its `implies`
-    /// edges stop applying to later messages. Returns the digest that was accepted, if any;
-    /// a closed session, or a driver that did not carry the call out in time, is its error
-    /// (the revocation did not happen), never read as "nothing was accepted".
+    /// edges stop applying to later messages. Returns the digest that was accepted, if any.
+    /// A closed session is its error (nothing was revoked); so is a driver that did not
+    /// take the call within `request_timeout`, though the revocation is still carried out
+    /// when it does (it only narrows): either way never read as "nothing was accepted".
     pub async fn revoke_ontology(&self, name: &str) -> Result<Option<String>, HostError> {
         let name = name.to_owned();
         self.call_bounded("revokeOntology", |r| Cmd::RevokeOntology(name, r))
