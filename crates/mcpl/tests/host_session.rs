@@ -3423,6 +3423,11 @@ async fn s10_1_a_hook_in_flight_when_the_connection_closes_fails_open_as_closed(
             .any(|d| matches!(d, HostDiagnostic::HookFailed { .. })),
         "{diags:?}"
     );
+    // A later fan-out cannot send it the hook: reported, not silently left out.
+    let params = json!({"inferenceId":"i2","conversationId":"c","turnIndex":1,"userMessage":"x"});
+    let inj = before_inference(&[&s], &params).await;
+    assert!(inj.consulted.is_empty(), "{inj:?}");
+    assert_eq!(inj.failures.len(), 1, "{inj:?}");
 }
 
 /// §6.1, §17.5: an `mcpl/manifest` answer with 100,000 feature sets (past
@@ -4265,6 +4270,74 @@ async fn answered_after_the_servers_eof(eof_drain: Option<Duration>, after: Dura
     let answer = next(&mut lines).await;
     assert_eq!(answer["id"], 77, "{answer}");
     assert_eq!(answer["result"]["content"][0]["text"], "late", "{answer}");
+}
+
+/// A server that ended its output while the host still owes it an answer: the session
+/// stays up to write it (`eof_drain`), but nothing could answer a hook now. A fan-out then
+/// reports the session as failed, not consulted; it was left out unseen (`None`, as if the
+/// hook did not apply).
+#[tokio::test]
+async fn s10_a_fan_out_after_the_servers_eof_reports_the_session() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let (release_tx, release_rx) = tokio::sync::watch::channel(false);
+    let mut cfg = config(&[
+        "inferenceRequest",
+        "contextHooks.beforeInference.observe",
+        "contextHooks.beforeInference.inject.beforeUser",
+    ]);
+    cfg.peer.eof_drain = Some(Duration::from_secs(600));
+    cfg.request_handler = Some(std::sync::Arc::new(move |_m: &str, _p: Value| {
+        let mut release = release_rx.clone();
+        Box::pin(async move {
+            let _ = release.wait_for(|r| *r).await;
+            Ok(json!({ "content": [{ "type": "text", "text": "late" }] }))
+        })
+    }));
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let (ar, aw) = tokio::io::split(a);
+    let (br, mut bw) = tokio::io::split(b);
+    let mut lines = BufReader::new(br).lines();
+    let connect = tokio::spawn(HostSession::connect(
+        mcpl::transport::Transport::lines(ar, aw, "host"),
+        cfg,
+    ));
+    async fn next(
+        lines: &mut tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    ) -> Value {
+        serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap()
+    }
+    let send = |v: Value| format!("{v}\n");
+    let init = next(&mut lines).await;
+    let answer =
+        json!({"jsonrpc": "2.0", "id": init["id"], "result": init_result(Some(full_manifest()))});
+    bw.write_all(send(answer).as_bytes()).await.unwrap();
+    let mut policy = next(&mut lines).await;
+    if policy["method"] == "notifications/initialized" {
+        policy = next(&mut lines).await;
+    }
+    let receipt = json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}});
+    bw.write_all(send(receipt).as_bytes()).await.unwrap();
+    let (session, _streams) = connect.await.unwrap().unwrap();
+    let request = json!({"jsonrpc": "2.0", "id": 77, "method": "inference/request",
+        "params": { "featureSet": "assist", "messages": [] }});
+    bw.write_all(send(request).as_bytes()).await.unwrap();
+    bw.shutdown().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while !session.input_ended() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the host never read the EOF");
+    let params = json!({"inferenceId":"i1","conversationId":"c","turnIndex":0,"userMessage":"x"});
+    let inj = before_inference(&[&session], &params).await;
+    assert!(inj.consulted.is_empty(), "{inj:?}");
+    assert_eq!(inj.failures.len(), 1, "{inj:?}");
+    assert!(
+        inj.failures[0].detail.contains("ended its output"),
+        "{inj:?}"
+    );
+    release_tx.send(true).unwrap();
 }
 
 /// A session with `ENDED_IDS_REMEMBERED` lifecycle turns (§10.5) or outgoing streams

@@ -128,6 +128,15 @@ pub async fn before_inference(sessions: &[&HostSession], params: &Value) -> Inje
         let server = s.label();
         let verdict = match verdict {
             Ok(Some(verdict)) => verdict,
+            // Not sent: the server ended its output (EOF), so nothing could answer it; a
+            // failure, as one in flight at the EOF is, not a consultation.
+            Ok(None) if s.input_ended() => {
+                out.failures.push(HookFailure {
+                    server,
+                    detail: "the hook was not sent: the server ended its output (EOF)".into(),
+                });
+                continue;
+            }
             // The hook does not apply to this session (§10.1: nothing granted that it needs).
             Ok(None) => continue,
             // Never sent (the session is closed): a failure, not a consultation.
