@@ -924,4 +924,4 @@ pub(super) fn accept(
 
 /// MCP's cancellation notification: the request it names is no longer in flight for its
 /// sender (`serving`).
-const CANCELLED: &str = "notifications/cancelled";
+const CANCELLED: &str = crate::session::CANCELLED;

@@ -8,7 +8,8 @@
 //!
 //! Held as keyed 48-bit hashes of the ids ([`key`]) beside a 16-bit generation, in one
 //! word, so taking a request copies nothing and allocates nothing while at most one is in
-//! flight (the plain request/response case), and an answer owed holds 8 bytes more; the
+//! flight (the plain request/response case), and an answer owed holds 16 bytes more (its
+//! key, and a word for a batch's keys); the
 //! map for more is bounded by what is in flight (`PeerConfig::max_in_flight_requests`),
 //! and freed once they are answered. Two distinct ids in flight at once sharing a key (a
 //! chance of 2^-48 per pair, under a key no sender can aim at) would refuse the later one.
@@ -99,7 +100,8 @@ impl Serving {
         } else if let Some(more) = &mut self.more {
             more.remove(&key);
             if more.is_empty() {
-                // An emptied map keeps its table: an idle connection holds none (#24).
+                // An emptied map would keep its table: dropped, so an idle connection holds
+                // none (#24).
                 self.more = None;
             }
         }
