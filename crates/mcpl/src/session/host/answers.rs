@@ -308,7 +308,7 @@ impl HostState {
             self.p.policy.iter().map(String::as_str),
             wall,
         );
-        let (review, findings) = match reviewed {
+        let (mut review, findings) = match reviewed {
             Ok(r) => r,
             Err(crate::manifest::review::ReviewError::Policy(p)) => {
                 return self.connected(Err(p.into()))
@@ -327,6 +327,9 @@ impl HostState {
             Ok(hg) => hg,
             Err(e) => return self.connected(Err(e.into())),
         };
+        if let Some(early) = self.early_patterns.take() {
+            review.set_consumer_patterns(early.iter().map(String::as_str));
+        }
         self.p.review = Some(std::sync::Arc::new(review));
         let params = self.p.initial_params(&hg);
         self.notify_initialized();

@@ -287,6 +287,8 @@ pub struct HostState {
     app_pending: AppRequests,
     /// Those the deadline answered, for the application's late answer.
     late: app_requests::LateAnswers,
+    /// Tag patterns set before a manifest was reviewed, installed with the review (§17.6).
+    early_patterns: Option<Box<[String]>>,
     out: VecDeque<HostOutput>,
     /// Events and application requests in `out`.
     handed_out: usize,
@@ -347,6 +349,7 @@ impl HostState {
             pending: pending::PendingRequests::default(),
             app_pending: AppRequests::default(),
             late: app_requests::LateAnswers::default(),
+            early_patterns: None,
             out: VecDeque::new(),
             handed_out: 0,
             events_out: 0,
@@ -705,7 +708,8 @@ impl HostState {
     }
 
     /// Sets the tag patterns the host's treatment rules reference (§17.6,
-    /// [`ManifestReview::set_consumer_patterns`]); nothing before a manifest is reviewed.
+    /// [`ManifestReview::set_consumer_patterns`]); set before a manifest is reviewed, they
+    /// are kept and installed with the review.
     /// A pattern that is malformed or can never match (§16.7, [`crate::tags::TagPattern`])
     /// refuses the call whole ([`StateError::TagPatterns`], each named), the patterns set
     /// before standing: the application's mistake is reported, not dropped.
@@ -721,8 +725,9 @@ impl HostState {
         if !refused.is_empty() {
             return Err(StateError::TagPatterns(refused));
         }
-        if let Some(r) = self.p.review_mut() {
-            r.set_consumer_patterns(patterns);
+        match self.p.review_mut() {
+            Some(r) => r.set_consumer_patterns(patterns),
+            None => self.early_patterns = Some(patterns.iter().map(|p| (*p).to_owned()).collect()),
         }
         Ok(())
     }

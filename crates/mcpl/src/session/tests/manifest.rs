@@ -377,6 +377,43 @@ fn s16_5_an_accepted_ontology_is_invalidated_by_a_changed_declaration() {
     assert!(impacts.contains(&ChangeImpact::OntologyReferenceUndeclared));
 }
 
+/// §17.6: tag patterns a sans-I/O host sets before the manifest is reviewed are kept and
+/// watched once it is; they were dropped with `Ok(())`, so a rule's reference was never
+/// watched and no `ontology-reference-undeclared` came.
+#[test]
+fn s17_6_consumer_patterns_set_before_the_review_are_watched() {
+    let mut rules = server_rules();
+    rules.manifest["featureSets"]["news"]["tagOntology"] = json!({ "tags": { "acme:a": {} } });
+    let mut p = Pair::new(&["pushEvents"], rules.clone());
+    p.host.set_consumer_patterns(["acme:a"]).unwrap();
+    p.host.start(p.now);
+    p.drive();
+    let id = p.host.refresh_manifest(p.now).expect("up");
+    p.drive();
+    let mut changed = rules.manifest.clone();
+    changed["featureSets"]["news"]["tagOntology"] = json!({ "tags": { "acme:b": {} } });
+    assert!(answer_fetch(&mut p, changed));
+    p.drive();
+    assert!(!p.host.is_pending(id), "answered");
+    let receipt = p
+        .host_out
+        .iter()
+        .rev()
+        .find_map(|o| match o {
+            HostOutput::Event(HostEvent::ManifestChange(r)) => Some(r),
+            _ => None,
+        })
+        .expect("a change receipt");
+    use crate::manifest::domains::ChangeImpact;
+    assert!(
+        receipt
+            .impacts
+            .iter()
+            .any(|i| i.impact == ChangeImpact::OntologyReferenceUndeclared && i.subject == "acme:a"),
+        "{receipt:?}"
+    );
+}
+
 /// A driver forwarding events into a bounded application queue reports the queue's room
 /// (`set_event_room`): a `push/event` past it is answered `host_busy` (never told delivered
 /// and then dropped), an event with no answer is reported as `EventDropped`, and room made
