@@ -29,6 +29,7 @@ pub(crate) fn find2(a: u8, b: u8, haystack: &[u8]) -> Option<usize> {
 }
 
 /// Index of the `n`th (from 0) `needle` in `haystack`.
+#[cfg_attr(not(feature = "runtime"), allow(dead_code))] // the WebSocket transport's
 pub(crate) fn nth(needle: u8, haystack: &[u8], n: usize) -> Option<usize> {
     let mut start = 0;
     for _ in 0..n {
