@@ -764,16 +764,7 @@ pub(super) fn classify(
                 _ => false,
             };
             if answered {
-                shared.diagnose(Diagnostic::InvalidMessage {
-                    id: invalid.id.clone(),
-                    reason: invalid.reason.clone(),
-                    answered: true,
-                });
-                let reply = Message::Response(Response {
-                    outcome: Err(invalid.answer_error()),
-                    id: invalid.id,
-                });
-                return Some(Parsed::Reply(reply.to_value()));
+                return Some(answered_invalid(shared, invalid));
             }
             let InvalidMessage { id, reason } = invalid;
             let settled = id
@@ -886,16 +877,7 @@ pub(super) fn accept(
             };
             if !free && held.is_none() {
                 let invalid = crate::jsonrpc::InvalidMessage::id_in_use(request.id);
-                shared.diagnose(Diagnostic::InvalidMessage {
-                    id: invalid.id.clone(),
-                    reason: invalid.reason.clone(),
-                    answered: true,
-                });
-                let reply = Message::Response(Response {
-                    outcome: Err(invalid.answer_error()),
-                    id: invalid.id,
-                });
-                return Some(Parsed::Reply(reply.to_value()));
+                return Some(answered_invalid(shared, invalid));
             }
             let weight = shared.reading.load(Ordering::Relaxed);
             Some(Parsed::Deliver(IncomingMessage::Request(IncomingRequest {
@@ -925,3 +907,18 @@ pub(super) fn accept(
 /// MCP's cancellation notification: the request it names is no longer in flight for its
 /// sender (`serving`).
 const CANCELLED: &str = crate::session::CANCELLED;
+
+/// An invalid message answered `-32600` under its id (JSON-RPC 2.0 §5), reported as
+/// answered: the reply to write.
+fn answered_invalid(shared: &Shared, invalid: InvalidMessage) -> Parsed {
+    shared.diagnose(Diagnostic::InvalidMessage {
+        id: invalid.id.clone(),
+        reason: invalid.reason.clone(),
+        answered: true,
+    });
+    let reply = Message::Response(Response {
+        outcome: Err(invalid.answer_error()),
+        id: invalid.id,
+    });
+    Parsed::Reply(reply.to_value())
+}
