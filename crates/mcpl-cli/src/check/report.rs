@@ -113,7 +113,7 @@ catalogue! {
     "policy.no-privileged-before-ready", "§5.3", "no privileged message before the receipt";
     "policy.no-privileged-unless-accepted", "§6.7", "after a refused or malformed receipt, no privileged message (the policy is not in force)";
     "policy.reduction-answered", "§6.7", "a reduction (sets disabled, channel capabilities revoked) is answered with a receipt";
-    "policy.reduction-respected", "§6.7", "after that receipt, nothing is sent under a disabled set or a revoked capability";
+    "policy.reduction-respected", "§6.7", "after that receipt, nothing is sent under a disabled set or a revoked capability, nor under a `featureSet` that is no string (it names no set the reduction left enabled)";
     "policy.notification-not-ready", "§6.7", "the grant sent as a Notification does not make the server ready";
     "policy.notification-narrowing-respected", "§6.7", "a set disabled by Notification is no longer used";
     "policy.contradiction-rejected", "§5.4", "a policy naming a path both granted and denied (written in both lists, or granted by a `*` pattern) is rejected with an error";
