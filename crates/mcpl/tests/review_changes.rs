@@ -330,10 +330,40 @@ fn s17_5_reordered_ontology_set_keeps_acceptance() {
     assert!(r.accepted_ontology("push.alerts").is_some());
 }
 
+/// §16.7, §17.6: a pattern that is malformed or can never match refuses the call whole,
+/// each named, and the patterns set before stand; it was skipped unseen, so a rule's
+/// reference was never watched.
+#[test]
+fn s16_7_a_malformed_consumer_pattern_is_refused_not_skipped() {
+    let mut r = review_all(&base());
+    r.set_consumer_patterns(["acme:page"]).unwrap();
+    let refused = r.set_consumer_patterns(["other:*", "acme page", "page"]);
+    assert_eq!(
+        refused,
+        Err(vec![
+            mcpl::tags::RuleError::InvalidPattern("acme page".into()),
+            mcpl::tags::RuleError::UnnamespacedPattern("page".into()),
+        ])
+    );
+    let mut m = base();
+    m["featureSets"]["push.alerts"]["tagOntology"]["tags"]
+        .as_object_mut()
+        .unwrap()
+        .remove("acme:page");
+    let rc = receipt(&mut r, &m);
+    assert!(
+        pairs(&rc)
+            .iter()
+            .any(|(i, _, s)| *i == ChangeImpact::OntologyReferenceUndeclared && s == "acme:page"),
+        "the pattern set before still watched: {:?}",
+        pairs(&rc)
+    );
+}
+
 #[test]
 fn s17_6_ontology_reference_undeclared_is_informational() {
     let mut r = review_all(&base());
-    r.set_consumer_patterns(["acme:page", "other:*"]);
+    r.set_consumer_patterns(["acme:page", "other:*"]).unwrap();
     let mut m = base();
     m["featureSets"]["push.alerts"]["tagOntology"]["tags"]
         .as_object_mut()

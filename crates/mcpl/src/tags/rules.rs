@@ -54,6 +54,25 @@ impl TagPattern {
         Ok(TagPattern(s.to_owned()))
     }
 
+    /// Validates every pattern of `patterns` (§16.7): all of them, or each refused one.
+    pub fn all<'a, I>(patterns: I) -> Result<Vec<TagPattern>, Vec<RuleError>>
+    where
+        I: IntoIterator<Item = &'a str>,
+    {
+        let (mut ok, mut refused) = (Vec::new(), Vec::new());
+        for p in patterns {
+            match TagPattern::new(p) {
+                Ok(t) => ok.push(t),
+                Err(e) => refused.push(e),
+            }
+        }
+        if refused.is_empty() {
+            Ok(ok)
+        } else {
+            Err(refused)
+        }
+    }
+
     /// Whether the pattern matches `tag`.
     pub fn matches(&self, tag: &Tag) -> bool {
         glob_match(&self.0, &tag.0)

@@ -496,15 +496,23 @@ impl ManifestReview {
 
     /// Sets the tag patterns the consumer's treatment rules reference (e.g.
     /// `TreatmentRules::referenced_patterns`), so a fetch can report
-    /// `ontology-reference-undeclared`. Malformed patterns are skipped.
-    pub fn set_consumer_patterns<'a, I>(&mut self, patterns: I)
+    /// `ontology-reference-undeclared`. A pattern that is malformed or can never match
+    /// (§16.7, [`TagPattern::all`]) refuses the call whole, each named, the patterns set
+    /// before standing.
+    pub fn set_consumer_patterns<'a, I>(
+        &mut self,
+        patterns: I,
+    ) -> Result<(), Vec<crate::tags::RuleError>>
     where
         I: IntoIterator<Item = &'a str>,
     {
-        self.patterns = patterns
-            .into_iter()
-            .filter_map(|p| TagPattern::new(p).ok())
-            .collect();
+        self.patterns = TagPattern::all(patterns)?;
+        Ok(())
+    }
+
+    /// [`Self::set_consumer_patterns`] for patterns validated already.
+    pub(crate) fn set_valid_patterns(&mut self, patterns: Vec<TagPattern>) {
+        self.patterns = patterns;
     }
 
     /// The manifest in force. Its tree is kept from then on beside its text (see

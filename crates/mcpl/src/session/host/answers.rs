@@ -328,7 +328,7 @@ impl HostState {
             Err(e) => return self.connected(Err(e.into())),
         };
         if let Some(early) = self.early_patterns.take() {
-            review.set_consumer_patterns(early.iter().map(String::as_str));
+            review.set_valid_patterns(early.into_vec());
         }
         self.p.review = Some(std::sync::Arc::new(review));
         let params = self.p.initial_params(&hg);

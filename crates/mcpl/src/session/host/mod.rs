@@ -288,7 +288,7 @@ pub struct HostState {
     /// Those the deadline answered, for the application's late answer.
     late: app_requests::LateAnswers,
     /// Tag patterns set before a manifest was reviewed, installed with the review (§17.6).
-    early_patterns: Option<Box<[String]>>,
+    early_patterns: Option<Box<[crate::tags::TagPattern]>>,
     out: VecDeque<HostOutput>,
     /// Events and application requests in `out`.
     handed_out: usize,
@@ -717,17 +717,10 @@ impl HostState {
     where
         I: IntoIterator<Item = &'a str>,
     {
-        let patterns: Vec<&str> = patterns.into_iter().collect();
-        let refused: Vec<_> = patterns
-            .iter()
-            .filter_map(|p| crate::tags::TagPattern::new(p).err())
-            .collect();
-        if !refused.is_empty() {
-            return Err(StateError::TagPatterns(refused));
-        }
+        let patterns = crate::tags::TagPattern::all(patterns).map_err(StateError::TagPatterns)?;
         match self.p.review_mut() {
-            Some(r) => r.set_consumer_patterns(patterns),
-            None => self.early_patterns = Some(patterns.iter().map(|p| (*p).to_owned()).collect()),
+            Some(r) => r.set_valid_patterns(patterns),
+            None => self.early_patterns = Some(patterns.into_boxed_slice()),
         }
         Ok(())
     }
