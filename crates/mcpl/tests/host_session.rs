@@ -4213,13 +4213,35 @@ async fn an_owed_answer_may_take_the_configured_eof_drain() {
     answered_after_the_servers_eof(Some(Duration::from_secs(600)), Duration::from_secs(60)).await;
 }
 
-/// A server (this test, over a pipe) that, once connected, sends `inference/request` id 77
-/// and ends its output; the host's handler answers `after` the EOF, under `eof_drain`. The
-/// answer must reach the server.
-async fn answered_after_the_servers_eof(eof_drain: Option<Duration>, after: Duration) {
+/// The lines the host writes to a server over a pipe ([`inference_held_over_eof`]).
+type HostLines =
+    tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>;
+
+/// The host's next line, read as JSON (within a minute).
+async fn next_line(lines: &mut HostLines) -> Value {
+    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("the host wrote nothing more")
+        .unwrap()
+        .expect("the host closed");
+    serde_json::from_str(&line).unwrap()
+}
+
+/// A server (the test, over a pipe) that connects a host granted `policy`, sends it
+/// `inference/request` id 77 and ends its output. The host's handler answers only once the
+/// returned sender says `true`, so the answer is owed across the EOF (`eof_drain`).
+async fn inference_held_over_eof(
+    policy: &[&str],
+    eof_drain: Option<Duration>,
+) -> (
+    HostSession,
+    HostStreams,
+    HostLines,
+    tokio::sync::watch::Sender<bool>,
+) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let (release_tx, release_rx) = tokio::sync::watch::channel(false);
-    let mut cfg = config(&["inferenceRequest"]);
+    let mut cfg = config(policy);
     cfg.peer.eof_drain = eof_drain;
     cfg.request_handler = Some(std::sync::Arc::new(move |_m: &str, _p: Value| {
         let mut release = release_rx.clone();
@@ -4236,38 +4258,37 @@ async fn answered_after_the_servers_eof(eof_drain: Option<Duration>, after: Dura
         mcpl::transport::Transport::lines(ar, aw, "host"),
         cfg,
     ));
-    async fn next(
-        lines: &mut tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
-    ) -> Value {
-        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-            .await
-            .expect("the host wrote nothing more")
-            .unwrap()
-            .expect("the host closed");
-        serde_json::from_str(&line).unwrap()
-    }
     let send = |v: Value| format!("{v}\n");
-    let init = next(&mut lines).await;
+    let init = next_line(&mut lines).await;
     assert_eq!(init["method"], "initialize");
     let answer =
         json!({"jsonrpc": "2.0", "id": init["id"], "result": init_result(Some(full_manifest()))});
     bw.write_all(send(answer).as_bytes()).await.unwrap();
-    let mut policy = next(&mut lines).await;
+    let mut policy = next_line(&mut lines).await;
     if policy["method"] == "notifications/initialized" {
-        policy = next(&mut lines).await;
+        policy = next_line(&mut lines).await;
     }
     assert_eq!(policy["method"], "featureSets/update");
     let receipt = json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}});
     bw.write_all(send(receipt).as_bytes()).await.unwrap();
-    let (_session, _streams) = connect.await.unwrap().unwrap();
+    let (session, streams) = connect.await.unwrap().unwrap();
     let request = json!({"jsonrpc": "2.0", "id": 77, "method": "inference/request",
         "params": { "featureSet": "assist", "messages": [] }});
     bw.write_all(send(request).as_bytes()).await.unwrap();
     // The server's output ends; the handler answers only afterwards.
     bw.shutdown().await.unwrap();
+    (session, streams, lines, release_tx)
+}
+
+/// A server that, once connected, sends `inference/request` id 77 and ends its output; the
+/// host's handler answers `after` the EOF, under `eof_drain`. The answer must reach the
+/// server.
+async fn answered_after_the_servers_eof(eof_drain: Option<Duration>, after: Duration) {
+    let (_session, _streams, mut lines, release_tx) =
+        inference_held_over_eof(&["inferenceRequest"], eof_drain).await;
     tokio::time::sleep(after).await;
     release_tx.send(true).unwrap();
-    let answer = next(&mut lines).await;
+    let answer = next_line(&mut lines).await;
     assert_eq!(answer["id"], 77, "{answer}");
     assert_eq!(answer["result"]["content"][0]["text"], "late", "{answer}");
 }
@@ -4278,50 +4299,13 @@ async fn answered_after_the_servers_eof(eof_drain: Option<Duration>, after: Dura
 /// hook did not apply).
 #[tokio::test]
 async fn s10_a_fan_out_after_the_servers_eof_reports_the_session() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let (release_tx, release_rx) = tokio::sync::watch::channel(false);
-    let mut cfg = config(&[
+    let policy = [
         "inferenceRequest",
         "contextHooks.beforeInference.observe",
         "contextHooks.beforeInference.inject.beforeUser",
-    ]);
-    cfg.peer.eof_drain = Some(Duration::from_secs(600));
-    cfg.request_handler = Some(std::sync::Arc::new(move |_m: &str, _p: Value| {
-        let mut release = release_rx.clone();
-        Box::pin(async move {
-            let _ = release.wait_for(|r| *r).await;
-            Ok(json!({ "content": [{ "type": "text", "text": "late" }] }))
-        })
-    }));
-    let (a, b) = tokio::io::duplex(64 * 1024);
-    let (ar, aw) = tokio::io::split(a);
-    let (br, mut bw) = tokio::io::split(b);
-    let mut lines = BufReader::new(br).lines();
-    let connect = tokio::spawn(HostSession::connect(
-        mcpl::transport::Transport::lines(ar, aw, "host"),
-        cfg,
-    ));
-    async fn next(
-        lines: &mut tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
-    ) -> Value {
-        serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap()
-    }
-    let send = |v: Value| format!("{v}\n");
-    let init = next(&mut lines).await;
-    let answer =
-        json!({"jsonrpc": "2.0", "id": init["id"], "result": init_result(Some(full_manifest()))});
-    bw.write_all(send(answer).as_bytes()).await.unwrap();
-    let mut policy = next(&mut lines).await;
-    if policy["method"] == "notifications/initialized" {
-        policy = next(&mut lines).await;
-    }
-    let receipt = json!({"jsonrpc": "2.0", "id": policy["id"], "result": {"accepted": true}});
-    bw.write_all(send(receipt).as_bytes()).await.unwrap();
-    let (session, _streams) = connect.await.unwrap().unwrap();
-    let request = json!({"jsonrpc": "2.0", "id": 77, "method": "inference/request",
-        "params": { "featureSet": "assist", "messages": [] }});
-    bw.write_all(send(request).as_bytes()).await.unwrap();
-    bw.shutdown().await.unwrap();
+    ];
+    let (session, _streams, _lines, release_tx) =
+        inference_held_over_eof(&policy, Some(Duration::from_secs(600))).await;
     tokio::time::timeout(Duration::from_secs(60), async {
         while !session.input_ended() {
             tokio::task::yield_now().await;

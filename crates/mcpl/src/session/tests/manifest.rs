@@ -362,19 +362,23 @@ fn s16_5_an_accepted_ontology_is_invalidated_by_a_changed_declaration() {
         p.host.review().and_then(|r| r.accepted_ontology("news")),
         None
     );
-    let receipt = p
-        .host_out
+    let receipt = last_change_receipt(&p);
+    use crate::manifest::domains::ChangeImpact;
+    let impacts: Vec<_> = receipt.impacts.iter().map(|i| i.impact).collect();
+    assert!(impacts.contains(&ChangeImpact::OntologyAcceptanceInvalidated));
+    assert!(impacts.contains(&ChangeImpact::OntologyReferenceUndeclared));
+}
+
+/// The latest change receipt the host handed out (§17.6).
+fn last_change_receipt(p: &Pair) -> &crate::manifest::review::ChangeReceipt {
+    p.host_out
         .iter()
         .rev()
         .find_map(|o| match o {
             HostOutput::Event(HostEvent::ManifestChange(r)) => Some(r),
             _ => None,
         })
-        .expect("a change receipt");
-    use crate::manifest::domains::ChangeImpact;
-    let impacts: Vec<_> = receipt.impacts.iter().map(|i| i.impact).collect();
-    assert!(impacts.contains(&ChangeImpact::OntologyAcceptanceInvalidated));
-    assert!(impacts.contains(&ChangeImpact::OntologyReferenceUndeclared));
+        .expect("a change receipt")
 }
 
 /// §17.6: tag patterns a sans-I/O host sets before the manifest is reviewed are kept and
@@ -395,15 +399,7 @@ fn s17_6_consumer_patterns_set_before_the_review_are_watched() {
     assert!(answer_fetch(&mut p, changed));
     p.drive();
     assert!(!p.host.is_pending(id), "answered");
-    let receipt = p
-        .host_out
-        .iter()
-        .rev()
-        .find_map(|o| match o {
-            HostOutput::Event(HostEvent::ManifestChange(r)) => Some(r),
-            _ => None,
-        })
-        .expect("a change receipt");
+    let receipt = last_change_receipt(&p);
     use crate::manifest::domains::ChangeImpact;
     assert!(
         receipt
