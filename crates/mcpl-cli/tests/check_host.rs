@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mcpl::host::{before_inference, HostConfig, HostEvent, HostSession};
@@ -56,36 +56,45 @@ async fn after_the_last_probe(session: &HostSession, streams: &mut mcpl::host::H
     session.peer().request_raw("ping", None).await.unwrap();
 }
 
-/// A tap on a host's own frames that sets the flag (and wakes `released`) once the host has
-/// written its answer to a `ping` it read after an `inference/request`.
+/// A tap on a host's own frames counting the `inference/request`s it read (`read`) and,
+/// once it has written its answer to a `ping` read after the latest one, recording that
+/// request's number in `released_up_to` (and waking `released`). An early inference the
+/// host refuses before the receipt counts too, so a handler waits for the ping read after
+/// its own request, not after an earlier one.
 fn ping_overtakes_inference(
     released: Arc<tokio::sync::Notify>,
-) -> (mcpl::peer::Tap, Arc<AtomicBool>) {
+) -> (mcpl::peer::Tap, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     use mcpl::peer::FrameDirection;
-    let done = Arc::new(AtomicBool::new(false));
-    let flag = done.clone();
-    // (an inference/request was read, the id of the ping read after it)
-    let seen: Mutex<(bool, Option<Value>)> = Mutex::new((false, None));
+    let read = Arc::new(AtomicUsize::new(0));
+    let released_up_to = Arc::new(AtomicUsize::new(0));
+    let (count, up_to) = (read.clone(), released_up_to.clone());
+    // The id of the ping read after the latest inference/request.
+    let ping: Mutex<Option<Value>> = Mutex::new(None);
     let tap = mcpl::peer::Tap::new(move |ev| {
         let Ok(frame) = serde_json::from_str::<Value>(ev.text) else {
             return;
         };
-        let mut seen = seen.lock().unwrap();
+        let mut ping = ping.lock().unwrap();
         match (ev.direction, frame["method"].as_str()) {
-            (FrameDirection::Inbound, Some("inference/request")) => seen.0 = true,
-            (FrameDirection::Inbound, Some("ping")) if seen.0 && seen.1.is_none() => {
-                seen.1 = Some(frame["id"].clone())
+            (FrameDirection::Inbound, Some("inference/request")) => {
+                count.fetch_add(1, Ordering::SeqCst);
+                *ping = None;
+            }
+            (FrameDirection::Inbound, Some("ping"))
+                if ping.is_none() && count.load(Ordering::SeqCst) > 0 =>
+            {
+                *ping = Some(frame["id"].clone())
             }
             (FrameDirection::Outbound, None)
-                if seen.1.is_some() && seen.1.as_ref() == Some(&frame["id"]) =>
+                if ping.is_some() && ping.as_ref() == Some(&frame["id"]) =>
             {
-                flag.store(true, Ordering::SeqCst);
+                up_to.store(count.load(Ordering::SeqCst), Ordering::SeqCst);
                 released.notify_waiters();
             }
             _ => {}
         }
     });
-    (tap, done)
+    (tap, read, released_up_to)
 }
 
 async fn finished_report(ctl: child::ChildControl, report: &PathBuf) -> (i32, Value) {
@@ -344,15 +353,17 @@ async fn tcp_listener_checks_the_host_that_connects() {
     // answered a ping that came while the inference was outstanding (read off its own
     // frames), so the checker sees a later request answered before an earlier one.
     let released = Arc::new(tokio::sync::Notify::new());
-    let (tap, done) = ping_overtakes_inference(released.clone());
+    let (tap, read, released_up_to) = ping_overtakes_inference(released.clone());
     let answer: mcpl::host::RequestHandler = Arc::new(move |_method, _params| {
-        let (released, done) = (released.clone(), done.clone());
+        let (released, up_to) = (released.clone(), released_up_to.clone());
+        // This request was read (the tap saw it) before its handler ran.
+        let mine = read.load(Ordering::SeqCst);
         Box::pin(async move {
             loop {
                 let notified = released.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                if done.load(Ordering::SeqCst) {
+                if up_to.load(Ordering::SeqCst) >= mine {
                     break;
                 }
                 notified.await;
