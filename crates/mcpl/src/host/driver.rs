@@ -95,9 +95,6 @@ pub(super) enum Cmd {
         /// Whether the handler panicked (reported as [`HostDiagnostic::HandlerPanicked`]).
         panicked: bool,
     },
-    /// Replied to once every call queued before it was carried out and its frames queued
-    /// (not merely held by the driver's outbox).
-    Barrier(Reply<()>),
     /// A notification of the application's (method, params) the peer's queue had no room
     /// for: gated and queued in one step ([`HostState::notify`]).
     Notify(String, Value, Reply<Result<(), HostError>>),
@@ -251,7 +248,7 @@ impl Driver {
                     if flushed.is_ok() {
                         self.moved();
                     }
-                    self.frames_moved(&mut w);
+                    self.frames_moved();
                     continue;
                 }
                 // Policy calls wait for the exchange in flight (§6.7); past COMMANDS_QUEUED of
@@ -312,8 +309,8 @@ impl Driver {
         }
         let channels = self.state.channels().changes() != before;
         self.carry_out(w, channels);
-        // Before the call's count is released (`HostSession::in_order` reads them so).
-        self.frames_moved(w);
+        // Before the call's count is released (`HostSession::behind_driver` reads them so).
+        self.frames_moved();
         if counted {
             self.shared
                 .queued
@@ -325,18 +322,11 @@ impl Driver {
         }
     }
 
-    /// Publishes how many frames the outbox holds and releases the barriers whose frames
-    /// have all left it.
-    fn frames_moved(&mut self, w: &mut Waiting) {
+    /// Publishes how many frames the outbox holds (`HostSession::behind_driver`).
+    fn frames_moved(&mut self) {
         self.shared
             .held
             .store(self.out.len(), std::sync::atomic::Ordering::SeqCst);
-        let (_, left) = self.out.sent();
-        while w.barriers.front().is_some_and(|(n, _)| *n <= left) {
-            if let Some((_, reply)) = w.barriers.pop_front() {
-                let _ = reply.send(());
-            }
-        }
     }
 
     /// Tells callers waiting on the driver that it moves ([`Shared::progress`]).
@@ -561,7 +551,6 @@ impl Driver {
             }
             // The frames of the calls before it may still be held: released once they
             // left the outbox (`frames_moved`).
-            Cmd::Barrier(reply) => w.barriers.push_back((self.out.sent().0, reply)),
             Cmd::Notify(_, _, reply) if reply.is_closed() => {}
             Cmd::Notify(method, params, reply) => {
                 let _ = reply.send(self.state.notify(&method, params).map_err(err));
@@ -929,7 +918,7 @@ impl Driver {
         // What it still held (answers owed at EOF …) goes out first, within the write
         // timeout.
         self.out.drain().await;
-        self.frames_moved(&mut w);
+        self.frames_moved();
         self.peer.close();
         // The server's requests still with the application's handlers can no longer be
         // answered: their handlers stop at their next `.await` (an application waiting to

@@ -36,9 +36,6 @@ pub(super) struct Waiting {
     /// Requests given up whose answer the peer had already received: applied when read
     /// (`Driver::give_up`), at most one per request waiting.
     pub(super) answered_given_up: std::collections::HashSet<u64>,
-    /// Barriers whose calls' frames the outbox still holds: each with the number of the
-    /// last frame taken before it ([`Outbox::sent`]), in order.
-    pub(super) barriers: VecDeque<(u64, Reply<()>)>,
     /// [`HostState::requests_ended_unanswered`] when the tables above were last swept.
     pub(super) ended_seen: u64,
 }

@@ -153,12 +153,13 @@ struct Shared {
     /// and by the driver while it publishes (`Shared::snapshot_held`, `Shared::publish`).
     gate: Mutex<()>,
     /// Application calls queued for the driver and not yet carried out: while any is, a
-    /// plain request or notification waits for them ([`HostSession::in_order`]).
+    /// plain request or notification goes through the driver behind them
+    /// ([`HostSession::behind_driver`]).
     queued: std::sync::atomic::AtomicUsize,
     /// Frames the driver carried out but still holds, not yet queued for the writer
     /// ([`crate::peer::Outbox`]): a plain send made now would be written ahead of them, so
-    /// it waits for them as for a queued call ([`HostSession::in_order`]). Set before a
-    /// call's count in `queued` is released.
+    /// it goes behind them as behind a queued call ([`HostSession::behind_driver`]). Set
+    /// before a call's count in `queued` is released.
     held: std::sync::atomic::AtomicUsize,
     /// Inputs the driver has carried out: a caller tells a driver stuck writing (to a
     /// server that stopped reading) from a busy one by it ([`HostSession::call_within`]).
@@ -685,25 +686,19 @@ impl HostSession {
         }
     }
 
-    /// Keeps the application's calls in the order it made them: a plain request or
-    /// notification, which goes straight out through the peer, first waits until every
-    /// call queued for the driver before it has been carried out (its frames queued).
-    /// A `method` request waits no longer than the peer's `request_timeout` (plus
-    /// [`DRIVER_GRACE`]) for the calls before it; a notification waits as its write would.
-    async fn in_order(&self, method: &str, request: bool) -> Result<(), HostError> {
+    /// Whether a plain request or notification must go through the driver to keep the
+    /// application's calls in the order it made them: while a call queued for the driver
+    /// before it has not been carried out (its frames queued), one sent straight through
+    /// the peer could overtake it. The driver carries the call out after them, gated
+    /// against the state in force then, as it does a call the queue had no room for.
+    /// Before, such a call waited for a barrier through the driver and then went straight
+    /// out: two trips through the driver where one does (a burst of calls beyond the
+    /// queue's room paid both for each call).
+    fn behind_driver(&self) -> bool {
         use std::sync::atomic::Ordering::SeqCst;
         let shared = &self.inner.shared;
         // `held` is set before a call's `queued` count is released: read after it.
-        if shared.queued.load(SeqCst) == 0 && shared.held.load(SeqCst) == 0 {
-            return Ok(());
-        }
-        let timeout = request
-            .then_some(self.inner.shared.config.request_timeout)
-            .flatten();
-        match self.call_within(method, timeout, Cmd::Barrier).await {
-            Err(e @ HostError::Peer(PeerError::Timeout { .. })) => Err(e),
-            _ => Ok(()),
-        }
+        shared.queued.load(SeqCst) != 0 || shared.held.load(SeqCst) != 0
     }
 
     /// The session's mode.

@@ -122,7 +122,11 @@ impl HostSession {
             let value = self.request_raw(M::NAME, v).await?;
             return Ok(crate::peer::decode_result::<M>(value)?);
         };
-        self.in_order(M::NAME, true).await?;
+        if self.behind_driver() {
+            let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
+            let value = self.request_by_driver(M::NAME, v).await?;
+            return Ok(crate::peer::decode_result::<M>(value)?);
+        }
         let started = self.gated_now(|snap| {
             let started = self
                 .gate_typed::<M>(snap, req)
@@ -206,7 +210,9 @@ impl HostSession {
         if session::ChannelLifecycle::is_lifecycle(method) {
             return self.request_by_driver(method, params).await;
         }
-        self.in_order(method, true).await?;
+        if self.behind_driver() {
+            return self.request_by_driver(method, params).await;
+        }
         let started = self.gated_now(|snap| {
             self.gate_in(snap, method, Some(&params), false)?;
             Ok(self.inner.peer.start_now(method, &params)?)
@@ -220,13 +226,14 @@ impl HostSession {
     /// Sends a raw notification after outbound gating (`params` as for
     /// [`Self::request_raw`]), gated and put on the wire in one step as a request is.
     pub async fn notify_raw(&self, method: &str, params: Value) -> Result<(), HostError> {
-        self.in_order(method, false).await?;
-        let sent = self.gated_now(|snap| {
-            self.gate_in(snap, method, Some(&params), true)?;
-            Ok(self.inner.peer.notify_now(method, &params)?)
-        })?;
-        if sent {
-            return Ok(());
+        if !self.behind_driver() {
+            let sent = self.gated_now(|snap| {
+                self.gate_in(snap, method, Some(&params), true)?;
+                Ok(self.inner.peer.notify_now(method, &params)?)
+            })?;
+            if sent {
+                return Ok(());
+            }
         }
         // It waits for the driver as its write would have waited for room: unbounded, as
         // every notification (a request's wait is bounded by its timeout).
