@@ -488,6 +488,30 @@ fn s4_1_a_server_sending_the_hosts_methods_fails_methods_direction() {
     );
 }
 
+/// §14.1 names `channels/acknowledge` and `channels/typing` but SPEC.md gives them no
+/// direction (the library reads them as the host's). A server sending them failed
+/// `rpc.methods-direction` with a detail citing a §4.1 rule that does not exist; it now
+/// warns there, saying the direction is the library's reading, and fails nothing.
+#[test]
+fn s14_1_acknowledge_and_typing_from_the_server_warn_not_fail() {
+    let (code, doc) = scripted("ack-typing");
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert!(
+        ids_with(&doc, "warn").contains("rpc.methods-direction"),
+        "{doc:#}"
+    );
+    let d = detail(&doc, "rpc.methods-direction");
+    for said in [
+        "channels/acknowledge",
+        "channels/typing",
+        "SPEC.md gives no direction",
+    ] {
+        assert!(d.contains(said), "{said}: {d}");
+    }
+    assert!(!d.contains("§4.1 has only"), "{d}");
+    assert_eq!(code, 0, "a warning alone exits 0");
+}
+
 /// MCP (which §4 carries MCPL over): "The request ID MUST NOT have been previously used by
 /// the requestor within the same session". A server sending two `push/event`s under one id
 /// (`s-push`) passed every check; it now warns under `rpc.request-ids-unique`, naming the

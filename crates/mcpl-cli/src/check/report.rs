@@ -131,7 +131,7 @@ catalogue! {
     "rpc.unknown-members-ignored", "§8", "a request with an unknown params member is answered as without it";
     "rpc.notifications-have-no-id", "§4.1", "a notification-only method (MCP's notifications/*, MCPL's; mcpl/manifestChanged is judged by manifest.changed-is-notification) is sent without an id";
     "rpc.methods-in-vocabulary", "§4.1", "every request or notification the server sends is MCP or MCPL 0.5 (warns, naming 0.4-era methods)";
-    "rpc.methods-direction", "§4.1", "no request or notification the server sends is one §4.1 has only the host send (context/beforeInference, channels/publish, featureSets/update, tools/call …)";
+    "rpc.methods-direction", "§4.1", "no request or notification the server sends is one §4.1 has only the host send (context/beforeInference, channels/publish, featureSets/update, tools/call …); channels/acknowledge or channels/typing from the server, whose direction SPEC.md leaves open, warns";
     "rpc.request-ids-unique", "§4", "no request the server sends reuses an id it sent before on the connection (MCP: never within a session; a warning)";
     "state.rollback-unknown-checkpoint", "§8.7", "state/rollback to a checkpoint never issued is refused -32005";
     "lifecycle.defensive", "§10.5", "an orphan or duplicate terminal inference/lifecycle leaves the server answering";

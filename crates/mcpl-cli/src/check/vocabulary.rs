@@ -84,6 +84,9 @@ pub struct ForeignMethods {
     others: usize,
     /// The methods sent the wrong way, with counts (a typed name: at most the registry's).
     wrong: BTreeMap<&'static str, usize>,
+    /// The methods sent against a direction SPEC.md does not give, only the library's
+    /// reading ([`mcpl::protocol::direction_is_a_reading`]), with counts.
+    against_reading: BTreeMap<&'static str, usize>,
 }
 
 impl ForeignMethods {
@@ -109,7 +112,12 @@ impl ForeignMethods {
             return;
         }
         if let Some(info) = mcpl::protocol::method_info(method) {
-            let n = self.wrong.entry(info.name).or_default();
+            let counts = if mcpl::protocol::direction_is_a_reading(info.name) {
+                &mut self.against_reading
+            } else {
+                &mut self.wrong
+            };
+            let n = counts.entry(info.name).or_default();
             *n = n.saturating_add(1);
         }
     }
@@ -128,6 +136,27 @@ impl ForeignMethods {
         let other = if sender == "server" { "host" } else { "server" };
         Some(format!(
             "the {sender} sent what §4.1 has only the {other} send (answered -32601): {}",
+            parts.join(", ")
+        ))
+    }
+
+    /// The warning's detail when a method was sent against the direction only the library
+    /// reads into SPEC.md (`sender`: "server" or "host"), or `None`. Reading: SPEC.md
+    /// leaves it open, so a peer sending it breaks no rule; the library's side answers it
+    /// -32601, so the sender is told it will not be heard: a warning, never a failure.
+    pub fn describe_against_reading(&self, sender: &str) -> Option<String> {
+        if self.against_reading.is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = self
+            .against_reading
+            .iter()
+            .map(|(m, n)| format!("{m:?} ×{n}"))
+            .collect();
+        let other = if sender == "server" { "host" } else { "server" };
+        Some(format!(
+            "the {sender} sent {}: SPEC.md gives no direction for it (§14.1 names only its \
+             capability); this library reads it as sent by the {other} and answers it -32601",
             parts.join(", ")
         ))
     }

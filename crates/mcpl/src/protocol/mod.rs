@@ -308,6 +308,14 @@ pub fn method_info(name: &str) -> Option<MethodInfo> {
     METHODS.iter().copied().find(|m| m.name == name)
 }
 
+/// Whether `name`'s [`MethodInfo::direction`] is this crate's reading rather than the
+/// spec's: §14.1 names `channels/acknowledge` and `channels/typing` and their capabilities,
+/// but SPEC.md gives them no direction or form, and the registry reads them as Host →
+/// Server. A checker reports one sent the other way without citing a rule §4.1 lacks.
+pub fn direction_is_a_reading(name: &str) -> bool {
+    name == channels::ChannelsAcknowledge::NAME || name == channels::ChannelsTyping::NAME
+}
+
 /// Whether `name` is a method this crate types (see [`METHOD_NAMES`]).
 pub fn is_known_method(name: &str) -> bool {
     method_info(name).is_some()

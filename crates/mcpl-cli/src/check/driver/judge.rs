@@ -466,9 +466,14 @@ impl Session {
             None => {}
         }
         let direction = "rpc.methods-direction";
-        match self.foreign.describe_wrong_way("server") {
-            Some(d) => self.rec.record(direction, Status::Fail, d),
-            None => self.rec.record(
+        let against_reading = self.foreign.describe_against_reading("server");
+        match (self.foreign.describe_wrong_way("server"), against_reading) {
+            (Some(d), Some(r)) => self
+                .rec
+                .record(direction, Status::Fail, format!("{d}; {r}")),
+            (Some(d), None) => self.rec.record(direction, Status::Fail, d),
+            (None, Some(r)) => self.rec.record(direction, Status::Warn, r),
+            (None, None) => self.rec.record(
                 direction,
                 Status::Pass,
                 "every typed method the server sent is one §4.1 has a server send",
