@@ -194,7 +194,13 @@ fn items_batched_after_a_receipt_are_judged_after_it() {
             "push.feature-set-declared",
         ],
     );
-    fails_exactly("reduction-ignored-batch", &["policy.reduction-respected"]);
+    // A server that ignores a reduction also ignores the narrowed session that takes the
+    // full grant back with a policy lacking `effectiveCapabilities` (§5.3): the narrowed
+    // check fails there too.
+    fails_exactly(
+        "reduction-ignored-batch",
+        &["policy.reduction-respected", "grant.narrowed-respected"],
+    );
 }
 
 /// §6.5: a server-initiated message names its feature set. One whose `featureSet` is not a
@@ -204,9 +210,16 @@ fn items_batched_after_a_receipt_are_judged_after_it() {
 /// failed.
 #[test]
 fn a_push_tagged_with_no_feature_set_name_after_a_reduction_is_outside_it() {
+    // A server that ignores a reduction also ignores the narrowed session that takes the
+    // full grant back with a policy lacking `effectiveCapabilities` (§5.3): the narrowed
+    // check fails there too.
     let doc = fails_exactly(
         "reduction-untagged",
-        &["push.event-shape", "policy.reduction-respected"],
+        &[
+            "push.event-shape",
+            "policy.reduction-respected",
+            "grant.narrowed-respected",
+        ],
     );
     let detail = doc["checks"]
         .as_array()
@@ -364,7 +377,12 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ("unknown-channel-32004", &["channels.unknown-channel-error"]),
         ("list-no-array", &["channels.list-answered"]),
         ("reduction-unanswered", &["policy.reduction-answered"]),
-        ("reduction-ignored", &["policy.reduction-respected"]),
+        // It ignores the narrowed session's reduction too (a policy without
+        // `effectiveCapabilities` after the full grant, §5.3).
+        (
+            "reduction-ignored",
+            &["policy.reduction-respected", "grant.narrowed-respected"],
+        ),
         ("unadvertised-register", &["grant.messages-within-grant"]),
         ("hook-undeclared-set", &["hooks.feature-set-declared"]),
         ("bad-incoming", &["channels.incoming-shape"]),
@@ -486,6 +504,56 @@ fn s4_1_a_server_sending_the_hosts_methods_fails_methods_direction() {
         Some(Value::from("pass")),
         "{doc:#}"
     );
+}
+
+/// §5.3's pinned field semantics and §5.4's matching, as live servers misread them
+/// (AUDIT-001): a policy Request without `effectiveCapabilities` taken as "no change",
+/// `contextHooks.*` and a bare `channels` taken as subtrees, `deniedCapabilities` taken as
+/// the authority, `enabled` ignored. Each such server passed every check (no session spelt
+/// the policy those ways); each now fails the narrowed check of the session that does,
+/// and nothing else. The well-behaved fixture passes those sessions.
+#[test]
+fn s5_3_s5_4_policy_spellings_live_servers_misread_fail_the_narrowed_checks() {
+    let cases = [
+        (
+            "misreads-absent",
+            "grant.narrowed-respected",
+            "effectiveCapabilities absent",
+        ),
+        (
+            "misreads-wildcards",
+            "grant.narrowed-respected",
+            "contextHooks.* and channels listed",
+        ),
+        (
+            "denied-as-authority",
+            "grant.narrowed-respected",
+            "nothing granted",
+        ),
+        (
+            "ignores-enabled",
+            "featuresets.narrowed-respected",
+            "enabled",
+        ),
+    ];
+    for (mode, id, session) in cases {
+        let doc = fails_exactly(mode, &[id]);
+        let d = detail(&doc, id);
+        assert!(d.contains(session), "{mode}: {d}");
+    }
+    let (code, doc) = scripted("good");
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(code, 0);
+    let labels: Vec<&str> = doc["sessions"]
+        .as_array()
+        .map(|s| s.iter().filter_map(|s| s["label"].as_str()).collect())
+        .unwrap_or_default();
+    for want in ["effectiveCapabilities absent", "channels listed", "enabled"] {
+        assert!(
+            labels.iter().any(|l| l.contains(want)),
+            "{want}: {labels:?}"
+        );
+    }
 }
 
 /// §14.1 names `channels/acknowledge` and `channels/typing` but SPEC.md gives them no
@@ -817,7 +885,7 @@ fn tcp_target_is_checked_like_stdio() {
     assert_eq!(code, 0);
     // Every session re-dialled the address and ran.
     let sessions = doc["sessions"].as_array().unwrap();
-    assert_eq!(sessions.len(), 9, "{doc:#}");
+    assert_eq!(sessions.len(), 12, "{doc:#}");
     assert!(sessions.iter().all(|s| s.get("error").is_none()), "{doc:#}");
 }
 
@@ -1348,6 +1416,9 @@ fn later_sessions_run_under_narrowed_grants_and_are_reported() {
             "everything but pushEvents",
             "everything but channels.*",
             "everything but the hook leaves",
+            "nothing granted, effectiveCapabilities absent after the full grant",
+            "only tools, deniedCapabilities omitted, contextHooks.* and channels listed",
+            "only demo.ask enabled",
             "demo.ask disabled",
             "demo.push disabled",
             "demo.status disabled",
@@ -1363,8 +1434,20 @@ fn later_sessions_run_under_narrowed_grants_and_are_reported() {
         serde_json::json!(["tools"])
     );
     assert_eq!(
-        sessions[7]["grant"]["disabled"],
+        sessions[10]["grant"]["disabled"],
         serde_json::json!(["demo.push"])
+    );
+    // Spelt as live servers misread (§5.3, §5.4): nothing granted by absence, after the
+    // full grant; decoys beside `tools` and no `deniedCapabilities`; an allowlist.
+    assert!(sessions[6]["grant"].get("effectiveCapabilities").is_none());
+    assert_eq!(
+        sessions[7]["grant"]["effectiveCapabilities"],
+        serde_json::json!(["tools", "contextHooks.*", "channels"])
+    );
+    assert!(sessions[7]["grant"].get("deniedCapabilities").is_none());
+    assert_eq!(
+        sessions[8]["grant"]["enabled"],
+        serde_json::json!(["demo.ask"])
     );
     assert!(sessions[0]["grant"]["effectiveCapabilities"]
         .as_array()
@@ -1444,7 +1527,13 @@ fn s5_4_s6_4_a_server_that_ignores_a_narrowed_grant_fails_exactly_that() {
 /// under a reduction; the reduction's window opens with a ping, as the quiet windows do.
 #[test]
 fn s6_7_own_traffic_that_ignores_a_reduction_fails_reduction_respected() {
-    fails_exactly("reduction-ignored-own", &["policy.reduction-respected"]);
+    // A server that ignores a reduction also ignores the narrowed session that takes the
+    // full grant back with a policy lacking `effectiveCapabilities` (§5.3): the narrowed
+    // check fails there too.
+    fails_exactly(
+        "reduction-ignored-own",
+        &["policy.reduction-respected", "grant.narrowed-respected"],
+    );
 }
 
 /// §6.4, §6.7: a receipt that claims nothing degraded while the host's derivation

@@ -260,7 +260,8 @@ struct Session {
     used_sets: BTreeSet<String>,
     /// Why a later session could not start (its `initialize` was not answered).
     start_error: Option<String>,
-    /// The params of the first policy Request sent, reported as the session's grant.
+    /// The params of the policy Request the session is judged under (a narrowed session's
+    /// last: `Form::Absent` sends two), reported as the session's grant.
     sent_policy: Option<Value>,
     /// Methods the server sent that are neither MCP nor MCPL 0.5, with their counts (at
     /// most [`vocabulary::MAX_FOREIGN_METHODS`] names; the rest are counted together).

@@ -55,19 +55,32 @@ impl Session {
         disabled: &[String],
     ) {
         let params = self.policy_params(host_grant, disabled);
+        self.policy_as(host_grant, sets, params);
+    }
+
+    /// [`Self::policy`] with its params as given: `host_grant` spelt another way, or with
+    /// another selection (a narrowed session's [`super::sessions::Form`]); the derivation
+    /// the receipt is judged against is read from them.
+    pub(super) fn policy_as(&mut self, host_grant: &HostGrant, sets: &FeatureSets, params: Value) {
+        // A narrowed session may send a second one, narrowing the first (`Form::Absent`):
+        // a reduction, whose answer is `policy.reduction-answered`'s.
+        let (what, answered) = if self.ready {
+            ("the narrowing policy", "policy.reduction-answered")
+        } else {
+            ("the initial policy", "policy.request-answered")
+        };
         let statuses = derivation(sets, &params);
         self.sent_policy = Some(params.clone());
         let reply = self.request(FeatureSetsUpdate::NAME, params);
         let result = match reply {
             Reply::Result(r) => {
                 self.receipt_seen = true;
-                self.rec
-                    .record("policy.request-answered", Status::Pass, "receipt received");
+                self.rec.record(answered, Status::Pass, "receipt received");
                 r
             }
             Reply::Error(e) => {
                 self.rec.record(
-                    "policy.request-answered",
+                    answered,
                     Status::Pass,
                     format!("answered with error {}", e.code),
                 );
@@ -84,7 +97,7 @@ impl Session {
             }
             other => {
                 self.rec.record(
-                    "policy.request-answered",
+                    answered,
                     Status::Fail,
                     format!("featureSets/update Request got {}", other.describe()),
                 );
@@ -169,7 +182,7 @@ impl Session {
             // Ready (§5.3). Feature sets usable under the grant, for push/event replies.
             self.ready = true;
             self.grant = host_grant.effective;
-            self.judge_receipt(&report, &statuses, "the initial policy");
+            self.judge_receipt(&report, &statuses, what);
             self.statuses = statuses;
         }
     }

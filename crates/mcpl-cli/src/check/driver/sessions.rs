@@ -35,8 +35,8 @@ pub const DEFAULT_SESSIONS: usize = 16;
 /// Check ids only a narrowed session decides.
 const NARROWED_IDS: [&str; 2] = ["grant.narrowed-respected", "featuresets.narrowed-respected"];
 
-/// One planned later session: the paths of the full grant it keeps, and the sets its
-/// policy disables.
+/// One planned later session: the paths of the full grant it keeps, the sets its policy
+/// disables or selects, and how its policy Request spells the grant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Plan {
     /// How the session is named in the report.
@@ -45,14 +45,67 @@ pub(super) struct Plan {
     keep: CapabilitySet,
     /// `disabled` of its policy Request (§5.3).
     disabled: Vec<String>,
+    /// `enabled` of its policy Request in place of `--enable`'s (§5.3: an allowlist).
+    enabled: Option<Vec<String>>,
+    /// How the grant is written on the wire.
+    form: Form,
+}
+
+/// How a narrowed session's policy Request spells its grant. The grant is the same under
+/// each: only the spelling differs, in the ways live servers were seen to misread
+/// (AUDIT-001: absence taken as "no change", one-segment wildcards read as subtrees,
+/// `deniedCapabilities` used as the authority).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Form {
+    /// As [`HostGrant::update_params`] writes it: every path granted and every one denied.
+    Plain,
+    /// No `effectiveCapabilities` (nor `deniedCapabilities`): a grant of nothing (§5.3's
+    /// pinned field semantics), not "no change". Sent after the full grant was accepted,
+    /// so a server reading it as "no change" keeps a wider grant and shows it.
+    Absent,
+    /// `deniedCapabilities` omitted (§5.4: diagnostic only, MAY be omitted, never an
+    /// authority), and beside the granted paths two entries that grant nothing (§5.4):
+    /// `contextHooks.*` (one segment: no hook leaf, which are deeper) and a bare
+    /// `channels` (a parent path grants no leaf).
+    Decoys,
+}
+
+/// The entries [`Form::Decoys`] adds to `effectiveCapabilities`: each grants no path a
+/// method requires (§5.4).
+pub(super) const DECOYS: [&str; 2] = ["contextHooks.*", "channels"];
+
+impl Form {
+    /// `params` (as [`HostGrant::update_params`] wrote them) spelt this way.
+    pub(super) fn spell(self, mut params: Value) -> Value {
+        let Some(obj) = params.as_object_mut() else {
+            return params;
+        };
+        match self {
+            Form::Plain => {}
+            Form::Absent => {
+                obj.remove("effectiveCapabilities");
+                obj.remove("deniedCapabilities");
+            }
+            Form::Decoys => {
+                obj.remove("deniedCapabilities");
+                if let Some(Value::Array(granted)) = obj.get_mut("effectiveCapabilities") {
+                    granted.extend(DECOYS.map(Value::from));
+                }
+            }
+        }
+        params
+    }
 }
 
 /// The later sessions for a server whose first session was granted `full`, and which was
 /// seen using the feature sets `used`: nothing granted; only `tools`; everything but
-/// `pushEvents`; everything but `channels.*`; everything but the hook leaves; then each
-/// used set disabled in turn. A plan whose grant and `disabled` equal the full session's or
-/// an earlier plan's is dropped (it would show nothing new).
-pub(super) fn plan(full: &HostGrant, used: &BTreeSet<String>) -> Vec<Plan> {
+/// `pushEvents`; everything but `channels.*`; everything but the hook leaves; nothing
+/// granted with `effectiveCapabilities` absent ([`Form::Absent`]); only `tools` spelt with
+/// [`Form::Decoys`]; only the first used set selected by `enabled` (unless `enable_given`:
+/// `--enable` already selects in every session); then each used set disabled in turn. A
+/// plan whose grant, selection and spelling equal the full session's or an earlier plan's
+/// is dropped (it would show nothing new).
+pub(super) fn plan(full: &HostGrant, used: &BTreeSet<String>, enable_given: bool) -> Vec<Plan> {
     let all = CapabilitySet::ALL;
     let below = |prefix: &str| -> CapabilitySet {
         Capability::ALL
@@ -77,23 +130,46 @@ pub(super) fn plan(full: &HostGrant, used: &BTreeSet<String>) -> Vec<Plan> {
             all.difference(below("contextHooks")),
         ),
     ];
+    let grant = |label: &str, keep, form| Plan {
+        label: label.to_owned(),
+        keep,
+        disabled: Vec::new(),
+        enabled: None,
+        form,
+    };
     let mut plans: Vec<Plan> = grants
         .into_iter()
-        .map(|(label, keep)| Plan {
-            label: label.to_owned(),
-            keep,
-            disabled: Vec::new(),
-        })
+        .map(|(label, keep)| grant(label, keep, Form::Plain))
         .collect();
+    plans.push(grant(
+        "nothing granted, effectiveCapabilities absent after the full grant",
+        CapabilitySet::EMPTY,
+        Form::Absent,
+    ));
+    plans.push(grant(
+        "only tools, deniedCapabilities omitted, contextHooks.* and channels listed",
+        only(Capability::Tools),
+        Form::Decoys,
+    ));
+    if let (Some(first), false) = (used.iter().next(), enable_given || used.len() < 2) {
+        plans.push(Plan {
+            enabled: Some(vec![first.clone()]),
+            ..grant(&format!("only {first} enabled"), all, Form::Plain)
+        });
+    }
     plans.extend(used.iter().take(MAX_DISABLED_IN_TURN).map(|set| Plan {
-        label: format!("{set} disabled"),
-        keep: all,
         disabled: vec![set.clone()],
+        ..grant(&format!("{set} disabled"), all, Form::Plain)
     }));
     let granted = full.effective.capabilities();
-    let mut seen = vec![(granted, Vec::new())];
+    let mut seen = vec![(granted, Vec::new(), None, Form::Plain)];
     plans.retain(|p| {
-        let key = (granted.intersection(p.keep), p.disabled.clone());
+        let key = (
+            granted.intersection(p.keep),
+            p.disabled.clone(),
+            p.enabled.clone(),
+            p.form,
+        );
         let new = !seen.contains(&key);
         if new {
             seen.push(key);
@@ -150,7 +226,9 @@ pub fn run(
         return vec![s.into_run("full grant".to_owned())];
     }
     let plans = match s.host_grant {
-        Some(full) if max_sessions > 1 => plan(&full, &s.used_sets),
+        Some(full) if max_sessions > 1 => {
+            plan(&full, &s.used_sets, s.runner.scenario().enabled().is_some())
+        }
         _ => Vec::new(),
     };
     let why = if max_sessions <= 1 {
@@ -302,14 +380,30 @@ impl Session {
             n.full_available = full_available;
         }
         let advertised = capability::advertised_from_capabilities(&capabilities).capabilities;
-        let effective = full.effective.intersect(plan.keep).intersect(advertised);
-        let host_grant = HostGrant {
-            advertised,
-            effective,
-            denied: advertised.difference(effective.capabilities()),
+        let granting = |keep: CapabilitySet| {
+            let effective = full.effective.intersect(keep).intersect(advertised);
+            HostGrant {
+                advertised,
+                effective,
+                denied: advertised.difference(effective.capabilities()),
+            }
         };
+        let host_grant = granting(plan.keep);
         self.policy_sent = true;
-        self.policy(&host_grant, &sets, &plan.disabled);
+        if plan.form == Form::Absent {
+            // §5.3, §6.7: absence must not leave an earlier, wider grant standing, so the
+            // full grant comes first, and the policy without `effectiveCapabilities` then
+            // narrows it (what the server sends before that receipt is the full grant's).
+            let wide = granting(CapabilitySet::ALL);
+            let params = self.policy_params(&wide, &[]);
+            self.policy_as(&wide, &sets, params);
+            self.settle();
+        }
+        let mut params = self.policy_params(&host_grant, &plan.disabled);
+        if let (Some(enabled), Some(obj)) = (&plan.enabled, params.as_object_mut()) {
+            obj.insert("enabled".into(), serde_json::json!(enabled));
+        }
+        self.policy_as(&host_grant, &sets, plan.form.spell(params));
         self.settle();
         if !self.after_policy_exchange() {
             return;
@@ -470,7 +564,10 @@ mod tests {
             Capability::InjectBeforeUser,
         ]);
         let used: BTreeSet<String> = ["b.push", "a.hint"].map(str::to_owned).into();
-        let labels: Vec<String> = plan(&g, &used).into_iter().map(|p| p.label).collect();
+        let labels: Vec<String> = plan(&g, &used, false)
+            .into_iter()
+            .map(|p| p.label)
+            .collect();
         assert_eq!(
             labels,
             [
@@ -479,23 +576,73 @@ mod tests {
                 "everything but pushEvents",
                 "everything but channels.*",
                 "everything but the hook leaves",
+                "nothing granted, effectiveCapabilities absent after the full grant",
+                "only tools, deniedCapabilities omitted, contextHooks.* and channels listed",
+                "only a.hint enabled",
                 "a.hint disabled",
                 "b.push disabled",
             ]
         );
-        // Only tools advertised: every plan but "nothing granted" is the full grant again.
-        let labels: Vec<String> = plan(&full(&[Capability::Tools]), &BTreeSet::new())
+        // `--enable` selects in every session: no plan of its own.
+        let labels: Vec<String> = plan(&g, &used, true).into_iter().map(|p| p.label).collect();
+        assert!(!labels.iter().any(|l| l.ends_with("enabled")), "{labels:?}");
+        // Only tools advertised: every plan but the two granting nothing is the full grant
+        // again, and only the decoys' spelling of it is new (a server must still read
+        // `contextHooks.*` and a bare `channels` as granting nothing, not refuse them).
+        let labels: Vec<String> = plan(&full(&[Capability::Tools]), &BTreeSet::new(), false)
             .into_iter()
             .map(|p| p.label)
             .collect();
-        assert_eq!(labels, ["nothing granted"]);
+        assert_eq!(
+            labels,
+            [
+                "nothing granted",
+                "nothing granted, effectiveCapabilities absent after the full grant",
+                "only tools, deniedCapabilities omitted, contextHooks.* and channels listed",
+            ]
+        );
+    }
+
+    /// §5.3 (absent `effectiveCapabilities` grants nothing), §5.4 (`*` is one segment, a
+    /// bare parent grants no leaf, `deniedCapabilities` is no authority): each spelling of
+    /// a plan's policy grants, by the library's own reading of the params, exactly the
+    /// grant the session is judged under.
+    #[test]
+    fn s5_3_s5_4_every_spelling_grants_exactly_the_plans_grant() {
+        let g = full(&Capability::ALL);
+        let used: BTreeSet<String> = ["a.hint", "b.push"].map(str::to_owned).into();
+        for p in plan(&g, &used, false) {
+            let effective = g.effective.intersect(p.keep);
+            let judged = HostGrant {
+                advertised: g.advertised,
+                effective,
+                denied: g.advertised.difference(effective.capabilities()),
+            };
+            let params = p.form.spell(judged.update_params(None, &p.disabled));
+            let read = policy::UpdateParams::parse(&params).expect("well-formed policy");
+            assert_eq!(
+                read.effective.unwrap_or_default().capabilities(),
+                effective.capabilities(),
+                "{}: {params}",
+                p.label
+            );
+            match p.form {
+                Form::Plain => assert!(read.denied_present, "{}", p.label),
+                Form::Absent => assert!(params.get("effectiveCapabilities").is_none()),
+                Form::Decoys => {
+                    assert!(!read.denied_present, "{}", p.label);
+                    let listed = params["effectiveCapabilities"].to_string();
+                    assert!(DECOYS.iter().all(|d| listed.contains(d)), "{listed}");
+                }
+            }
+        }
     }
 
     #[test]
     fn at_most_max_disabled_in_turn_sets_are_disabled() {
         let g = full(&[Capability::PushEvents]);
         let used: BTreeSet<String> = (0..20).map(|i| format!("s{i:02}")).collect();
-        let disabled = plan(&g, &used)
+        let disabled = plan(&g, &used, false)
             .into_iter()
             .filter(|p| !p.disabled.is_empty())
             .count();
