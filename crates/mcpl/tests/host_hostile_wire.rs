@@ -616,9 +616,10 @@ async fn s14_2_a_channels_changed_naming_an_id_twice_applies_the_first_only() {
 }
 
 /// A server request reusing the id of one the host still owes an answer (MCP: an id is not
-/// reused by its sender within the session) is answered `-32600` under that id, and now also
-/// reported (`BadParams`, naming the id), rather than answered silently; the request waiting
-/// under the id is left to its handler.
+/// reused by its sender within the session) is answered `-32600` under that id (the id is
+/// in use) and never run, by the peer's one rule for every request (`peer::serving`), and
+/// reported (`HostDiagnostic::Connection`, naming the reason); the request waiting under
+/// the id is left to its handler.
 #[tokio::test]
 async fn a_request_reusing_an_id_in_flight_is_answered_and_reported() {
     let mut cfg = config(&["inferenceRequest"]);
@@ -638,23 +639,86 @@ async fn a_request_reusing_an_id_in_flight_is_answered_and_reported() {
         (&json!(7), &json!(-32600)),
         "{a}"
     );
+    let message = a["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("in use"), "{a}");
     // A deadlock guard, never a synchronisation: the diagnostic is reported with the answer.
     let reported = tokio::time::timeout(Duration::from_secs(10), async {
         while let Some(d) = streams.diagnostics.recv().await {
-            if let HostDiagnostic::BadParams { method, detail } = d {
-                return Some((method, detail));
+            if let HostDiagnostic::Connection(mcpl::peer::Diagnostic::InvalidMessage {
+                id,
+                reason,
+                answered,
+            }) = d
+            {
+                return Some((id, reason, answered));
             }
         }
         None
     })
     .await
-    .expect("no BadParams diagnostic");
-    let (method, detail) = reported.expect("diagnostics ended");
-    assert_eq!(method, "inference/request");
-    assert!(
-        detail.contains("id 7") && detail.contains("in flight"),
-        "{detail}"
+    .expect("no InvalidMessage diagnostic");
+    let (id, reason, answered) = reported.expect("diagnostics ended");
+    assert_eq!(id, Some(7_i64.into()));
+    assert!(answered && reason.contains("in use"), "{reason}");
+}
+
+/// MCP base protocol: a request id is not reused while its request is in flight. Every
+/// request the host receives goes through the peer's one rule, not only those the session
+/// hands its application: two `ping`s, or two `push/event`s, under one id in one batch get
+/// one answer each under that id, the second `-32600` (in use) and never run. Before, the
+/// host's connection skipped the rule and ran both, two results under one id.
+#[tokio::test]
+async fn a_batch_reusing_an_id_runs_the_first_only_at_the_host() {
+    let (_s, _streams, mut raw) = connected(config(&["pushEvents"]), manifest()).await;
+    let push = json!({ "featureSet": "alerts", "eventId": "e1", "event": { "type": "x" } });
+    for (method, params) in [("ping", json!({})), ("push/event", push)] {
+        let one = json!({ "jsonrpc": "2.0", "id": 5, "method": method, "params": params });
+        raw.send_json(json!([one.clone(), one])).await;
+        let a = recv(&mut raw).await;
+        let answers = a.as_array().expect("a batch answer");
+        assert_eq!(answers.len(), 2, "{method}: {a}");
+        let refused: Vec<_> = answers
+            .iter()
+            .filter(|a| a["error"]["code"] == -32600)
+            .collect();
+        assert_eq!(refused.len(), 1, "{method}: {a}");
+        assert_eq!(refused[0]["id"], 5, "{method}: {a}");
+        let message = refused[0]["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("in use"), "{method}: {a}");
+    }
+}
+
+/// The host answers a request of the server's that the server cancels `-32800` as it
+/// handles the cancel (MCP cancellation), so the cancel frees the id at once
+/// (`Peer::answers_cancels`): a request reusing it right after the cancel is taken, never
+/// refused as in use, and the one answer under the cancelled request's id is the `-32800`.
+#[tokio::test]
+async fn a_request_reusing_a_cancelled_id_at_once_is_taken_by_the_host() {
+    let mut cfg = config(&["inferenceRequest"]);
+    cfg.request_handler = Some(std::sync::Arc::new(|_m: &str, _p: Value| {
+        Box::pin(std::future::pending::<
+            Result<Value, mcpl::jsonrpc::ErrorObject>,
+        >())
+    }));
+    let (_s, _streams, mut raw) = connected(cfg, manifest()).await;
+    let req = json!({ "jsonrpc": "2.0", "id": 7, "method": "inference/request",
+        "params": { "featureSet": "assist", "messages": [] } });
+    raw.send_json(req.clone()).await;
+    raw.send_json(
+        json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": { "requestId": 7 } }),
+    )
+    .await;
+    raw.send_json(req).await;
+    let a = recv(&mut raw).await;
+    assert_eq!(
+        (&a["id"], &a["error"]["code"]),
+        (&json!(7), &json!(-32800)),
+        "{a}"
     );
+    // The reused request was taken (its handler waits): the next line answers the ping.
+    let a = call(&mut raw, json!("p"), "ping", json!({})).await;
+    assert_eq!(a["result"], json!({}), "{a}");
 }
 
 /// JSON-RPC 2.0 §4, §5.1, §4.1's table: a server request naming a method that is a

@@ -212,6 +212,10 @@ impl Driver {
     /// Runs until the connection ends (or every handle of the session is gone).
     /// Boxed: moved into its future, the driver would be held there twice.
     pub(super) async fn run(mut self: Box<Self>) {
+        // The state answers a request of the server's it cancels `-32800` as it handles the
+        // cancel (`HostState`'s `on_cancelled`): the peer frees its id there
+        // (`Peer::answers_cancels`); every other request's id stays in flight until answered.
+        self.peer.answers_cancels();
         let mut w = Waiting::default();
         self.state.start(clock_now());
         self.carry_out(&mut w, false);

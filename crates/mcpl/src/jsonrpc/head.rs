@@ -113,6 +113,12 @@ impl Head {
         // What was read before an error (the end of a head) is kept in `head`.
         let read = Members(&mut head).deserialize(&mut de).is_ok();
         head.whole = read && de.end().is_ok();
+        if head.ids > 1 && !head.method && !head.outcome {
+            // No request nor response naming `id` twice: which id it meant is in doubt, so
+            // it names none, neither answered under nor failing one (as a value read whole
+            // is, `doubled::from_value_read`; a response's is its last, as parsed).
+            head.id = IdSeen::Unusable;
+        }
         head
     }
 }

@@ -11,9 +11,6 @@ use std::ops::Range;
 
 use serde::de::IgnoredAny;
 
-/// JSON whitespace (RFC 8259 §2).
-const WHITESPACE: [char; 4] = [' ', '\t', '\n', '\r'];
-
 /// The messages a text holds ([`several_values`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Several {
@@ -44,11 +41,9 @@ pub fn several_values(text: &str, max: usize) -> Option<Several> {
         if start == bytes.len() {
             break;
         }
-        // A byte order mark before a message, as before a line's own (RFC 8259 §8.1).
-        let start = match text.get(start..).and_then(|t| t.strip_prefix('\u{feff}')) {
-            Some(after) => text.len() - after.trim_start_matches(WHITESPACE).len(),
-            None => start,
-        };
+        // A byte order mark is no JSON whitespace (RFC 8259 §2), and §8.1 lets a reader
+        // ignore one only at the start of a text (the caller reads past a line's own):
+        // one here is junk, so the text is no run of messages (`-32700`).
         if start == at && at > 0 {
             // Nothing between two values.
             return None;
@@ -110,8 +105,9 @@ mod tests {
         ] {
             assert_eq!(several_values(not, 10), None, "{not}");
         }
-        let marked = several_values("{} \u{feff} []", 10).map(|s| s.values);
-        assert_eq!(marked, Some(vec![0..2, 7..9]));
+        // RFC 8259 §2, §8.1: a byte order mark between two messages is no separator.
+        assert_eq!(several_values("{} \u{feff} []", 10), None);
+        assert_eq!(several_values("{} \u{feff}[]", 10), None);
         let over = several_values("{} {} {} {", 2).expect("several");
         assert_eq!(over.values, vec![0..2, 3..5]);
         assert_eq!(over.refused_from, Some(6));

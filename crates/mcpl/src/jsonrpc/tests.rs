@@ -690,8 +690,20 @@ fn s4_an_id_with_no_method_nor_outcome_is_owed_an_answer_under_its_id() {
         refusal_of(br#"{"jsonrpc":"2.0","id":302,"params":[1]}"#, true),
         Refusal::AnswerUnlessOurs(302_i64.into())
     );
+    // Naming `id` twice: which is in doubt, so it names no request of the driver's to fail,
+    // as the value read whole names none (`jsonrpc::doubled`); a response's id is its last.
     assert_eq!(
         refusal_of(br#"{"jsonrpc":"2.0","id":302,"id":303}"#, true),
+        Refusal::Response(None)
+    );
+    let text = r#"{"jsonrpc":"2.0","id":302,"id":303}"#;
+    let Err(ParseError::Invalid(invalid)) = Message::parse(text) else {
+        panic!("{text}: taken");
+    };
+    let v: Value = serde_json::from_str(text).unwrap_or_default();
+    assert_eq!(invalid_then(&v, &invalid), InvalidThen::Fail(None));
+    assert_eq!(
+        refusal_of(br#"{"jsonrpc":"2.0","id":302,"id":303,"result":1}"#, true),
         Refusal::Response(Some(303_i64.into()))
     );
 }

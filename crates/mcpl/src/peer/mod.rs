@@ -375,6 +375,7 @@ impl Peer {
             failed_here: Mutex::new(VecDeque::new()),
             finished: watch::channel(false).0,
             owner_gate: std::sync::OnceLock::new(),
+            answers_cancels: std::sync::atomic::AtomicBool::new(false),
         });
         tracing::debug!("connection opened over {description}");
         tokio::spawn(reader_task(shared.clone(), reader, in_tx));

@@ -760,7 +760,7 @@ pub(super) fn classify(
             // method nor an outcome is answered unless it names a request of ours.
             let answered = match shape.then(&invalid) {
                 InvalidThen::Answer(_) => true,
-                InvalidThen::AnswerUnlessOurs(id) => !super::settle::is_ours(shared, &id),
+                InvalidThen::AnswerUnlessOurs(id) => !super::settle::answers_ours(shared, &id),
                 _ => false,
             };
             if answered {
@@ -867,32 +867,29 @@ pub(super) fn accept(
                 return Some(Parsed::Reply(reply.to_value()));
             }
             // MCP base protocol: an id is not reused while its request is in flight; the
-            // later one is refused, never run (`serving`). A connection a `HostSession`
-            // owns keeps the session's own rule for the requests it holds (answered
-            // `-32600` and reported `BadParams`), and is not refused twice.
-            let free = shared.owner_gate.get().is_some();
-            let held = match free {
-                true => None,
-                false => lock(&shared.serving).take(super::serving::key(&request.id)),
-            };
-            if !free && held.is_none() {
+            // later one is refused, never run (`serving`): the one rule, whoever owns the
+            // connection (a `HostSession`'s, a `Server`'s, a plain peer's).
+            let Some(held) = lock(&shared.serving).take(super::serving::key(&request.id)) else {
                 let invalid = crate::jsonrpc::InvalidMessage::id_in_use(request.id);
                 return Some(answered_invalid(shared, invalid));
-            }
+            };
             let weight = shared.reading.load(Ordering::Relaxed);
             Some(Parsed::Deliver(IncomingMessage::Request(IncomingRequest {
                 request,
                 shared: shared.clone(),
                 batch: batch.cloned(),
                 armed: true,
-                owed: Some(Owed::new(shared, weight, held)),
+                owed: Some(Owed::new(shared, weight, Some(held))),
                 taken_method: None,
                 tools_call: None,
             })))
         }
         Message::Notification(n) => {
-            if n.method == CANCELLED {
-                // Its sender gave the request up (MCP cancellation): no longer in flight.
+            if n.method == CANCELLED && shared.answers_cancels.load(Ordering::Relaxed) {
+                // Its sender gave the request up (MCP cancellation), and the owner answers
+                // it `-32800` as it handles this cancel (`Peer::answers_cancels`): that answer
+                // is its request's, so the id is free from here on in wire order. Without
+                // such an owner the request stays in flight until answered (`serving`).
                 let id = n.params.as_ref().and_then(|p| p.get("requestId"));
                 if let Some(id) = id.and_then(RequestId::from_value) {
                     lock(&shared.serving).forget(super::serving::key(&id));

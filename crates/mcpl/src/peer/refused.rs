@@ -146,7 +146,7 @@ pub(super) fn refuse(
     // An object with an id and neither a method nor an outcome: answered unless it names
     // a request of ours, which it then fails (`Then::AnswerUnlessOurs`, the one rule).
     let then = match head.then(whole_text, trailing) {
-        Then::AnswerUnlessOurs(id) if super::settle::is_ours(shared, &id) => {
+        Then::AnswerUnlessOurs(id) if super::settle::answers_ours(shared, &id) => {
             Then::Fail { trailing }
         }
         Then::AnswerUnlessOurs(id) => Then::Answer(Some(id)),

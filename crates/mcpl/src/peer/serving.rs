@@ -5,6 +5,20 @@
 //! id of the request it answers). Reading, failing closed: the first request under an id
 //! runs and is answered as usual, a later one while it is in flight (an earlier entry of
 //! the same batch included) is answered `-32600` (`jsonrpc::InvalidMessage::id_in_use`).
+//! Every request the peer delivers is taken here, whoever owns the connection (a
+//! `HostSession`'s and a `Server`'s too): the one rule.
+//!
+//! How long a request is in flight, read to fail closed: from its delivery until its answer
+//! is queued for writing, or its guard is dropped without one (which answers it `-32601`
+//! or `-32603`). MCP's `notifications/cancelled` does not end it: cancellation is advisory
+//! (MCP: a receiver may have answered already, or answer still), and JSON-RPC 2.0 §4 has
+//! every request answered, so an application that ignores a cancel still owes, and writes,
+//! the one answer under that id; a request reusing it meanwhile is refused. The exception
+//! is a connection whose owner answers a cancelled request `-32800` as it handles the
+//! cancel, in wire order (`Peer::answers_cancels`: the `Server`, the `HostSession`): there
+//! the cancel stands for that answer, so its id is free from the cancel on ([`Serving::forget`])
+//! and the sender may reuse it at once; the cancelled request's own answer, if its work
+//! still ends in one, is the owner's to drop (`server::Server` does).
 //!
 //! Held as keyed 48-bit hashes of the ids ([`key`]) beside a 16-bit generation, in one
 //! word, so taking a request copies nothing and allocates nothing while at most one is in
@@ -92,8 +106,9 @@ impl Serving {
         }
     }
 
-    /// Forgets `key` whatever its generation: its sender gave its request up (MCP's
-    /// `notifications/cancelled`), so it is no longer in flight for that side.
+    /// Forgets `key` whatever its generation: its sender cancelled its request (MCP's
+    /// `notifications/cancelled`) on a connection whose owner answers it `-32800` as it
+    /// handles the cancel (module docs), so it is no longer in flight for that side.
     pub(super) fn forget(&mut self, key: u64) {
         if self.one.is_some_and(|h| h.get() & !GENERATION == key) {
             self.one = None;

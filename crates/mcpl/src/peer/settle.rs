@@ -16,6 +16,26 @@ pub(super) fn is_ours(shared: &Shared, id: &RequestId) -> bool {
     in_order || lock(&shared.pending).contains_key(id) || lock(&shared.timed_out).contains(id)
 }
 
+/// Whether a message under `id` that is neither a request nor a response (an id with no
+/// `method` nor outcome, [`crate::jsonrpc::InvalidThen::AnswerUnlessOurs`]) is read as an
+/// answer to a request of this side's own rather than answered: when `id` names one still
+/// awaited ([`is_ours`]), and when it is an id this side numbered one of its requests with
+/// and that request was already answered or given up. Reading (JSON-RPC 2.0 §5: a Response
+/// carries the id of a request its sender received): such a message is a late, malformed
+/// answer, reported and never answered, as a late response is
+/// ([`Diagnostic::LateResponse`]); a `-32600` under that number could end a request of the
+/// other side's own that shares it. This side numbers its requests from 1 up
+/// (`Shared::next_id`), so the ids it used are the integers below the next.
+pub(super) fn answers_ours(shared: &Shared, id: &RequestId) -> bool {
+    let issued = match id {
+        RequestId::Number(n) => n
+            .as_u64()
+            .is_some_and(|n| n >= 1 && n < shared.next_id.load(Ordering::Relaxed)),
+        RequestId::String(_) => false,
+    };
+    issued || is_ours(shared, id)
+}
+
 /// Who waits for the answer to one of this side's requests, taken off the books.
 enum Waiting {
     /// A [`Peer::send_request`]'s: delivered in wire order.

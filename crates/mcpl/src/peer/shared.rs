@@ -152,6 +152,9 @@ pub(super) struct Shared {
     /// session method to send it with instead, `None` for one the peer may send. The crate's
     /// own send paths (`start_now`, `notify_now`, [`Outbox`]) do not ask it.
     pub(super) owner_gate: std::sync::OnceLock<OwnerGate>,
+    /// Set once the owner answers a request its sender cancels at the cancel's place in
+    /// wire order ([`Peer::answers_cancels`]): a cancel then frees its request's id.
+    pub(super) answers_cancels: std::sync::atomic::AtomicBool,
 }
 
 /// See [`Shared::owner_gate`].
@@ -298,6 +301,16 @@ impl Peer {
     /// once; a second owner's gate is ignored.
     pub(crate) fn owned_by_session(&self, gate: OwnerGate) {
         let _ = self.shared().owner_gate.set(gate);
+    }
+
+    /// Marks the connection as owned by a session that answers a request of the other
+    /// side's its sender cancels (MCP `notifications/cancelled`) with `-32800` when it
+    /// handles the cancel, in wire order (`server::Server`, `host::HostSession`): the cancel
+    /// is then that request's answer, so it frees the request's id for its sender at once
+    /// (`serving`), and a request reusing the id right after the cancel is taken. Without
+    /// it the id stays in flight until the request's own answer is written.
+    pub(crate) fn answers_cancels(&self) {
+        self.shared().answers_cancels.store(true, Ordering::Relaxed);
     }
 
     /// Whether this thread is running this connection's tap ([`PeerError::SentFromTap`]):

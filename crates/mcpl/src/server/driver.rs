@@ -136,6 +136,9 @@ impl Driver {
         commands: queue::Receiver<Command>,
     ) -> Box<Driver> {
         let server = &conn.server;
+        // The state answers a request the host cancels `-32800` as it handles the cancel
+        // (`ServerOutput::Cancelled`): the peer frees its id there (`Peer::answers_cancels`).
+        conn.peer.answers_cancels();
         let h = &server.handlers;
         let config = &server.peer_config;
         // The manifest is the server's shared one (`ServerState::with_manifest`), not a

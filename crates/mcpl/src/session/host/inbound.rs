@@ -89,15 +89,17 @@ impl HostState {
                 }
                 if self.app_pending.contains(&r.id) {
                     // The server's mistake (MCP: a sender does not reuse an id within the
-                    // session), so reported as well as answered, as a malformed one is.
-                    let reason = "a request with this id is in flight";
+                    // session), so reported as well as answered, as a malformed one is. A
+                    // sans-I/O driver meets it here; over a `HostSession` the peer refused
+                    // it first (`peer::serving`, the one rule for every request), in the
+                    // same words (`InvalidMessage::id_in_use`).
+                    let invalid = crate::jsonrpc::InvalidMessage::id_in_use(r.id.clone());
                     let id = r.id.to_value();
                     self.diag(HostDiagnostic::BadParams {
                         method: r.method.clone(),
-                        detail: format!("id {id}: {reason}; answered -32600"),
+                        detail: format!("id {id}: {}; answered -32600", invalid.reason),
                     });
-                    let e = ErrorObject::invalid_request(reason);
-                    return self.respond(r.id, Err(e));
+                    return self.respond(r.id, Err(invalid.answer_error()));
                 }
                 // Answers the application still owes count against the same bound as what
                 // it has not drained: a slow application cannot be handed requests unbounded.
