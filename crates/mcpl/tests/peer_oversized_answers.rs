@@ -297,3 +297,125 @@ async fn a_refused_answer_whose_id_is_a_whole_float_fails_its_request_at_once() 
     }
     assert_eq!(peer.pending_requests(), 0);
 }
+
+/// Two requests of ours, `a` and `b`, in flight: their ids as the raw side read them.
+async fn two_in_flight(
+    peer: &mcpl::peer::Peer,
+    raw: &mut raw::Raw,
+) -> (
+    tokio::task::JoinHandle<Result<Value, PeerError>>,
+    tokio::task::JoinHandle<Result<Value, PeerError>>,
+    Value,
+    Value,
+) {
+    let a = {
+        let peer = peer.clone();
+        tokio::spawn(async move { peer.request_raw("a", None).await })
+    };
+    let ra: Value = raw.recv().await;
+    let b = {
+        let peer = peer.clone();
+        tokio::spawn(async move { peer.request_raw("b", None).await })
+    };
+    let rb: Value = raw.recv().await;
+    (a, b, ra["id"].clone(), rb["id"].clone())
+}
+
+/// MCP stdio framing is one message per line, and a held line of several whole messages is
+/// read message by message (`jsonrpc::several_values`). A line of several over the size
+/// limit is discarded unread, and refused message by message too: each answer of ours on
+/// it fails its request at once, whichever of them is the large one, and a request after
+/// the first is answered `-32600` under its id. Before, only the line's first message was
+/// read of it: the request the second answered waited for ever (no deadline here), and a
+/// request there got no answer.
+#[tokio::test]
+async fn every_answer_on_an_oversized_line_of_several_fails_its_request_at_once() {
+    let pad = "x".repeat(5000);
+    for large_first in [false, true] {
+        let (peer, _incoming, mut raw) = raw_peer(config());
+        let (a, b, ida, idb) = two_in_flight(&peer, &mut raw).await;
+        let (small, large) = match large_first {
+            false => (&ida, &idb),
+            true => (&idb, &ida),
+        };
+        let small = format!(r#"{{"jsonrpc":"2.0","id":{small},"result":1}}"#);
+        let large = format!(r#"{{"jsonrpc":"2.0","id":{large},"result":"{pad}"}}"#);
+        let line = match large_first {
+            false => format!("{small} {large}"),
+            true => format!("{large}\t{small}"),
+        };
+        raw.send(&line).await;
+        for call in [a, b] {
+            let outcome = tokio::time::timeout(GUARD, call)
+                .await
+                .expect("a request still waits for the answer that came (deadlock guard)")
+                .unwrap();
+            assert!(
+                matches!(&outcome, Err(PeerError::InvalidResponse(why)) if why.contains("1024")),
+                "large first {large_first}: {outcome:?}"
+            );
+        }
+    }
+    // A request after the first: answered under its id; the first's own answer too.
+    let (_peer, _incoming, mut raw) = raw_peer(config());
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":"r1","method":"x","params":"{pad}"}} {{"jsonrpc":"2.0","id":"r2","method":"y"}}"#
+    ))
+    .await;
+    for id in ["r1", "r2"] {
+        let a = tokio::time::timeout(GUARD, raw.recv())
+            .await
+            .expect("no answer");
+        assert_eq!(
+            (&a["id"], &a["error"]["code"]),
+            (&json!(id), &json!(-32600)),
+            "{a}"
+        );
+    }
+}
+
+/// Over WebSocket too: a text frame of several messages over the limit fails each request
+/// of ours it answers at once.
+#[tokio::test]
+async fn over_websocket_every_answer_in_an_oversized_frame_of_several_fails_at_once() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+    let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+    let (server, client) = tokio::join!(
+        mcpl::transport::ws::accept(server_io),
+        tokio_tungstenite::client_async("ws://localhost/", client_io)
+    );
+    let (peer, _incoming) = mcpl::peer::Peer::new(server.unwrap(), config());
+    let (mut raw, _) = client.unwrap();
+    let mut calls = Vec::new();
+    let mut ids = Vec::new();
+    for method in ["a", "b"] {
+        let peer = peer.clone();
+        calls.push(tokio::spawn(
+            async move { peer.request_raw(method, None).await },
+        ));
+        let request = match raw.next().await.unwrap().unwrap() {
+            WsMessage::Text(t) => t.as_str().to_owned(),
+            other => panic!("expected the request, got {other:?}"),
+        };
+        let v: Value = serde_json::from_str(&request).unwrap();
+        ids.push(v["id"].clone());
+    }
+    let frame = format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":"{}"}} {{"jsonrpc":"2.0","id":{},"result":1}}"#,
+        ids[0],
+        "x".repeat(5000),
+        ids[1]
+    );
+    raw.send(WsMessage::text(frame)).await.unwrap();
+    for call in calls {
+        let outcome = tokio::time::timeout(GUARD, call)
+            .await
+            .expect("a request still waits for the answer that came (deadlock guard)")
+            .unwrap();
+        assert!(
+            matches!(&outcome, Err(PeerError::InvalidResponse(why)) if why.contains("1024")),
+            "{outcome:?}"
+        );
+    }
+}

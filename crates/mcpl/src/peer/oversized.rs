@@ -22,6 +22,9 @@ pub(super) struct Discarded {
     /// What the reader kept of a discarded batch: the summaries of its responses, a JSON
     /// array (`transport::envelope::batch`).
     pub(super) batch: Option<Vec<u8>>,
+    /// The summaries of the objects after the first on a line of several the reader
+    /// discarded ([`FrameReader::discarded_rest`]).
+    pub(super) rest: Vec<Vec<u8>>,
 }
 
 impl Discarded {
@@ -35,12 +38,14 @@ impl Discarded {
                     .discarded_head()
                     .and_then(crate::jsonrpc::not_text_request_id),
                 batch: batch_of(reader),
+                rest: Vec::new(),
             },
             Frame::Oversized { .. } | Frame::OverBudget { .. } => Discarded {
                 began_as_json: false,
                 head: reader.discarded_head().map(Head::read),
                 id: None,
                 batch: batch_of(reader),
+                rest: reader.discarded_rest().to_vec(),
             },
             _ => Discarded::default(),
         }
@@ -83,15 +88,35 @@ impl Discarded {
         let why = why();
         let mut failed = super::reader::fail_refused(shared, ours, &why);
         if unkept {
-            let rest = outstanding(shared);
-            if !rest.is_empty() {
-                let why = format!(
-                    "{why}; its responses past the first {} bytes kept of it were not read, \
-                     and this request may have been answered there",
-                    crate::jsonrpc::envelope::batch::MAX_BATCH_SUMMARY_BYTES
-                );
-                failed.extend(super::reader::fail_refused(shared, rest, &why));
+            failed.extend(fail_outstanding(shared, &why));
+        }
+        failed
+    }
+
+    /// Refuses each message after the first on a discarded line of several (`rest`,
+    /// [`Discarded::rest`]) by the rule the first was refused by ([`refuse`], `broke` the
+    /// line's bound), each as if it had come alone: MCP's stdio framing is one message per
+    /// line, and a held line of several whole messages is read message by message
+    /// (`jsonrpc::several_values`), so one refused unread is too. A request whose id its
+    /// envelope shows is answered under it, a response of ours fails its request now
+    /// (returned for delivery at its place), each reported. Before, only the first was,
+    /// and a request of ours the second answered waited for its deadline (for ever
+    /// without one). When the reader could not keep every one (past
+    /// `MAX_BATCH_SUMMARY_BYTES` of summaries), every request of ours outstanding fails
+    /// too, as for a batch it could not keep whole.
+    pub(super) fn rest_refused(
+        rest: Vec<Vec<u8>>,
+        shared: &Shared,
+        broke: Limit,
+        replies: &mut Outbox,
+    ) -> Vec<Parsed> {
+        let mut failed = Vec::new();
+        for piece in rest {
+            if piece == crate::jsonrpc::envelope::batch::UNKEPT {
+                failed.extend(fail_outstanding(shared, &broke.why()));
+                continue;
             }
+            failed.extend(refuse(shared, Some(Head::read(&piece)), broke, replies));
         }
         failed
     }
@@ -174,6 +199,21 @@ impl Discarded {
         shared.diagnose(Diagnostic::NotText { reason });
         None
     }
+}
+
+/// Fails every request of ours outstanding (`why` the frame was refused): some of what the
+/// reader could not keep of it may have answered any of them (`Discarded::batch_failures`).
+fn fail_outstanding(shared: &Shared, why: &str) -> Vec<Parsed> {
+    let rest = outstanding(shared);
+    if rest.is_empty() {
+        return Vec::new();
+    }
+    let why = format!(
+        "{why}; its responses past the first {} bytes kept of it were not read, and this \
+         request may have been answered there",
+        crate::jsonrpc::envelope::batch::MAX_BATCH_SUMMARY_BYTES
+    );
+    super::reader::fail_refused(shared, rest, &why)
 }
 
 /// Every request of ours outstanding: awaited, and sent in order (the two never share an

@@ -327,6 +327,8 @@ fn take_frame(
     let text = match frame {
         Frame::Text(t) => t,
         Frame::Oversized { bytes, limit } => {
+            let mut discarded = discarded;
+            let rest = std::mem::take(&mut discarded.rest);
             let mut failed = discarded.batch_failures(shared, || {
                 format!(
                     "the batch holding it, of {bytes} bytes, exceeds the {limit}-byte limit \
@@ -334,9 +336,14 @@ fn take_frame(
                 )
             });
             failed.extend(discarded.oversized(shared, bytes, limit, replies));
+            let broke = super::refused::Limit::Size { bytes, limit };
+            let rest = super::oversized::Discarded::rest_refused(rest, shared, broke, replies);
+            failed.extend(rest);
             return deliver_refused(shared, failed, inbound, replies);
         }
         Frame::OverBudget { bytes, limit } => {
+            let mut discarded = discarded;
+            let rest = std::mem::take(&mut discarded.rest);
             let mut failed = discarded.batch_failures(shared, || {
                 format!(
                     "the batch holding it was refused after {bytes} bytes, unread: the budget \
@@ -344,6 +351,9 @@ fn take_frame(
                 )
             });
             failed.extend(discarded.over_budget(shared, bytes, limit, replies));
+            let broke = super::refused::Limit::Budget { bytes, limit };
+            let rest = super::oversized::Discarded::rest_refused(rest, shared, broke, replies);
+            failed.extend(rest);
             return deliver_refused(shared, failed, inbound, replies);
         }
         Frame::NotText { reason } => {

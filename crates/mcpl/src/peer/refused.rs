@@ -90,7 +90,7 @@ impl Limit<'_> {
     }
 
     /// Why a response of ours refused fails its request.
-    fn why(self) -> String {
+    pub(super) fn why(self) -> String {
         match self {
             Limit::Size { bytes, limit } => format!(
                 "the response of {bytes} bytes exceeds the {limit}-byte limit \

@@ -278,6 +278,10 @@ impl FrameReader for ChildReader {
         self.lines.as_ref().and_then(FrameReader::discarded_head)
     }
 
+    fn discarded_rest(&self) -> &[Vec<u8>] {
+        self.lines.as_ref().map_or(&[], FrameReader::discarded_rest)
+    }
+
     fn not_text_began_as_json(&self) -> bool {
         self.lines
             .as_ref()

@@ -10,12 +10,37 @@ pub use crate::jsonrpc::envelope::{batch, Envelope, MAX_KEY_BYTES, MAX_VALUE_BYT
 /// envelope, and the first [`super::DISCARDED_HEAD_BYTES`] for a message that is no object
 /// (a batch, junk). The one rule by which a transport that cannot keep the message tells
 /// the peer what it showed ([`super::FrameReader::discarded_head`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Sighted {
     envelope: Envelope,
     first: Vec<u8>,
     /// A batch's responses ([`batch::BatchSighted`]).
     batch: batch::BatchSighted,
+    /// The messages after the first when the line holds several objects separated by
+    /// whitespace ([`batch::BatchSighted::several`]).
+    several: batch::BatchSighted,
+}
+
+/// The summaries of the messages after the first on a line refused unread
+/// ([`Sighted::head_and_rest`]): each handled as if it had come alone, and whether some
+/// found no room (`jsonrpc::envelope::batch::MAX_BATCH_SUMMARY_BYTES`).
+#[derive(Debug, Default)]
+pub(crate) struct Rest {
+    /// Each message's envelope summary, in order.
+    pub(crate) pieces: Vec<Vec<u8>>,
+    /// Some were not kept.
+    pub(crate) unkept: bool,
+}
+
+impl Default for Sighted {
+    fn default() -> Self {
+        Sighted {
+            envelope: Envelope::default(),
+            first: Vec::new(),
+            batch: batch::BatchSighted::default(),
+            several: batch::BatchSighted::several(),
+        }
+    }
 }
 
 impl Sighted {
@@ -26,6 +51,7 @@ impl Sighted {
             envelope: Envelope::lenient(bad_at),
             first: Vec::new(),
             batch: batch::BatchSighted::default(),
+            several: batch::BatchSighted::several(),
         }
     }
 
@@ -36,15 +62,41 @@ impl Sighted {
             .extend_from_slice(bytes.get(..room).unwrap_or(bytes));
         self.envelope.feed(bytes);
         self.batch.feed(bytes);
+        self.several.feed(bytes);
     }
 
     /// What the peer reads of the message: its envelope's summary ([`Envelope::summary`],
     /// `ended` as there); for a batch, the summaries of the responses in it, as a JSON
     /// array ([`batch::BatchSighted::summary`]); else its first bytes.
     pub(crate) fn head(self, ended: bool) -> Vec<u8> {
-        self.envelope
+        self.head_and_rest(ended).0
+    }
+
+    /// [`Sighted::head`], and the messages after the first on a line that holds several
+    /// objects separated by whitespace ([`Rest`]; empty otherwise): MCP's stdio framing is
+    /// one message per line, and the peer reads a line of several whole messages each as
+    /// if alone (`jsonrpc::several_values`), so one refused unread is refused message by
+    /// message too, each request answered under its id and each response of the peer's
+    /// ending its request, none left to its deadline.
+    pub(crate) fn head_and_rest(self, ended: bool) -> (Vec<u8>, Rest) {
+        let (pieces, unkept) = self.several.several_pieces();
+        let head = self
+            .envelope
             .summary(ended)
             .or_else(|| self.batch.summary())
-            .unwrap_or(self.first)
+            .unwrap_or(self.first);
+        (head, Rest { pieces, unkept })
     }
+}
+
+/// What a reader keeps of a line it refused: [`Sighted::head_and_rest`], the rest as
+/// `FrameReader::discarded_rest` gives it (the `"responses not kept"` mark last when some
+/// found no room).
+pub(crate) fn kept(sighted: Sighted, ended: bool) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let (head, rest) = sighted.head_and_rest(ended);
+    let mut pieces = rest.pieces;
+    if rest.unkept {
+        pieces.push(batch::UNKEPT.to_vec());
+    }
+    (head, pieces)
 }

@@ -128,6 +128,16 @@ pub trait FrameReader: Send {
     fn discarded_head(&self) -> Option<&[u8]> {
         None
     }
+    /// After a frame [`Self::discarded_head`] tells of, when it held several objects
+    /// separated by whitespace (MCP's stdio framing is one message per line; the peer
+    /// reads a held line of several each alone): the envelope summary of each object after
+    /// the first, in order, as [`Self::discarded_head`] writes one, so each is handled as
+    /// if it had come alone and been refused. When some found no room, the last entry is
+    /// the JSON string `"responses not kept"`. Empty for a reader that keeps none (the
+    /// default); a reader wrapping another forwards it.
+    fn discarded_rest(&self) -> &[Vec<u8>] {
+        &[]
+    }
     /// Sets the budget partial messages are taken from (every transport starts with
     /// [`MessageBudget::process`]). The default ignores it: a reader that buffers no
     /// partial messages has nothing to take.
@@ -279,6 +289,8 @@ pub struct LineReader<R> {
     /// budget last refused, replaced by the summary of its envelope once that is known
     /// ([`FrameReader::discarded_head`]); freed when the next line begins.
     discard_head: Vec<u8>,
+    /// The objects after the first on that line ([`FrameReader::discarded_rest`]).
+    discard_rest: Vec<Vec<u8>>,
     /// What is read of the line being refused (its envelope, from every byte of it, and its
     /// first bytes: [`envelope::Sighted`]), until its frame is yielded.
     envelope: Option<Box<envelope::Sighted>>,
@@ -342,6 +354,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             ended_mid_line: false,
             not_text_json: false,
             discard_head: Vec::new(),
+            discard_rest: Vec::new(),
             envelope: None,
             backlog: None,
         }
@@ -396,6 +409,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         if self.discarding.is_none() && self.discard_head.capacity() > 0 {
             // The last oversized line was yielded and looked at: a new line begins.
             self.discard_head = Vec::new();
+            self.discard_rest = Vec::new();
         }
         let mut since_yield = 0usize;
         loop {
@@ -542,7 +556,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         }
         if let Some(bytes) = self.discarding.take() {
             if let Some(sighted) = self.envelope.take() {
-                self.discard_head = sighted.head(true);
+                (self.discard_head, self.discard_rest) = envelope::kept(*sighted, true);
             }
             return Some(Frame::Oversized {
                 bytes,
@@ -613,13 +627,13 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             Some(Then::Oversized { ended: true }) => self.end_of_line(),
             Some(Then::OverBudget { frame, ended }) => {
                 if let Some(sighted) = self.envelope.take() {
-                    self.discard_head = sighted.head(ended);
+                    (self.discard_head, self.discard_rest) = envelope::kept(*sighted, ended);
                 }
                 Some(frame)
             }
             Some(Then::NotText { frame, .. }) => {
                 if let Some(sighted) = self.envelope.take() {
-                    self.discard_head = sighted.head(true);
+                    (self.discard_head, self.discard_rest) = envelope::kept(*sighted, true);
                 }
                 Some(frame)
             }
@@ -680,6 +694,13 @@ impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
     fn discarded_head(&self) -> Option<&[u8]> {
         (self.discarding.is_none() && !self.discard_head.is_empty())
             .then_some(self.discard_head.as_slice())
+    }
+
+    fn discarded_rest(&self) -> &[Vec<u8>] {
+        match self.discarding {
+            None => &self.discard_rest,
+            Some(_) => &[],
+        }
     }
 
     fn set_message_budget(&mut self, budget: MessageBudget) {

@@ -384,6 +384,7 @@ where
             failed: failed.clone(),
             binary_json: false,
             oversized_head: Vec::new(),
+            oversized_rest: Vec::new(),
             scan: None,
             long: None,
             found: None,
@@ -529,6 +530,8 @@ struct WsReader<S> {
     /// The first bytes of the last message over the limit, or refused by the budget
     /// ([`FrameReader::discarded_head`]); freed at the next read.
     oversized_head: Vec<u8>,
+    /// The objects after the first in it ([`FrameReader::discarded_rest`]); freed with it.
+    oversized_rest: Vec<Vec<u8>>,
     /// A message over the limit in the frame being split, being read into its envelope
     /// [`super::YIELD_AFTER`] bytes a step ([`WsReader::scan_step`]).
     scan: Option<Box<Scan>>,
@@ -645,7 +648,7 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
             return None;
         }
         let scan = self.scan.take()?;
-        self.oversized_head = scan.sighted.head(true);
+        (self.oversized_head, self.oversized_rest) = super::envelope::kept(scan.sighted, true);
         if let Some((_, reason)) = scan.binary {
             return Some(Frame::NotText { reason });
         }
@@ -681,7 +684,8 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> WsReader<S> {
     /// Cancel-safe: `StreamExt::next` keeps no state of its own, and the frame being split
     /// waits in `self.split`.
     async fn read(&mut self) -> io::Result<Option<Frame>> {
-        if self.oversized_head.capacity() > 0 {
+        if self.oversized_head.capacity() > 0 || !self.oversized_rest.is_empty() {
+            self.oversized_rest = Vec::new();
             self.oversized_head = Vec::new();
         }
         if let Some(why) = &self.refused {
@@ -791,6 +795,10 @@ impl<S: AsyncRead + AsyncWrite + Send + Unpin> FrameReader for WsReader<S> {
 
     fn discarded_head(&self) -> Option<&[u8]> {
         (!self.oversized_head.is_empty()).then_some(self.oversized_head.as_slice())
+    }
+
+    fn discarded_rest(&self) -> &[Vec<u8>] {
+        &self.oversized_rest
     }
 
     fn set_message_budget(&mut self, budget: MessageBudget) {

@@ -59,6 +59,14 @@ pub(crate) struct BatchSighted {
     kept: Vec<u8>,
     /// A response's summary found no room ([`MAX_BATCH_SUMMARY_BYTES`]).
     unkept: bool,
+    /// Reading several objects separated by JSON whitespace on one line
+    /// ([`BatchSighted::several`]), not an array.
+    several: bool,
+    /// How many objects were begun (several mode).
+    objects: usize,
+    /// The summary of each object after the first (several mode), within
+    /// [`MAX_BATCH_SUMMARY_BYTES`] in all.
+    pieces: Vec<Vec<u8>>,
 }
 
 impl Default for BatchSighted {
@@ -68,17 +76,49 @@ impl Default for BatchSighted {
             lead: Lead::default(),
             kept: Vec::new(),
             unkept: false,
+            several: false,
+            objects: 0,
+            pieces: Vec::new(),
         }
     }
 }
 
 impl BatchSighted {
+    /// A reader of several objects separated by JSON whitespace on one line (what
+    /// `jsonrpc::several_values` reads one by one from a line it holds), for a line
+    /// refused unread: the summary of every object after the first, request or response
+    /// ([`BatchSighted::several_pieces`]), so each is handled as if it had come alone and
+    /// been refused (the first is the line's own envelope). Anything else between or
+    /// after them (a comma, a byte order mark, a scalar, an array) ends the read.
+    pub(crate) fn several() -> BatchSighted {
+        BatchSighted {
+            several: true,
+            ..BatchSighted::default()
+        }
+    }
+
     /// Reads the next bytes of the message.
     pub(crate) fn feed(&mut self, bytes: &[u8]) {
         let mut rest = bytes;
         while let Some((&b, after)) = rest.split_first() {
             match &mut self.step {
                 Step::Done => return,
+                // Several mode: an object begins (its `{` is the envelope's to read).
+                Step::Start | Step::After if self.several && b == b'{' => {
+                    let start = matches!(self.step, Step::Start);
+                    if start && self.lead.step(b) != Some(b'{') {
+                        self.step = Step::Done;
+                        return;
+                    }
+                    self.objects += 1;
+                    if self.objects == 1 {
+                        // The line's own envelope reads the first: only its end is sought.
+                        self.step = Self::other(b, 0);
+                        rest = after;
+                    } else {
+                        self.step = Step::Object(Box::default());
+                    }
+                }
                 Step::Object(envelope) => {
                     let Some(n) = envelope.feed_object(rest) else {
                         if matches!(envelope.at, At::Broken | At::NotObject) {
@@ -109,11 +149,13 @@ impl BatchSighted {
         self.step = match step {
             Step::Start => match self.lead.step(b) {
                 Lead::SKIP => Step::Start,
-                Some(b'[') => Step::Before,
+                Some(b'[') if !self.several => Step::Before,
                 Some(_) => Step::Done,
             },
             Step::Before if space => Step::Before,
             Step::After if space => Step::After,
+            // Several mode: only whitespace and objects (RFC 8259 §2).
+            Step::Before | Step::After if self.several => Step::Done,
             Step::Before if b == b']' || b == b',' => Step::Done,
             Step::Before => Self::other(b, 0),
             Step::After if b == b',' => Step::Before,
@@ -163,6 +205,19 @@ impl BatchSighted {
         let Step::Object(envelope) = &self.step else {
             return;
         };
+        if self.several {
+            // Every object after the first (the line's own envelope reads that one).
+            let kept: usize = self.pieces.iter().map(Vec::len).sum();
+            let summary = (self.objects > 1)
+                .then(|| envelope.summary(ended))
+                .flatten();
+            match summary {
+                Some(s) if kept + s.len() > MAX_BATCH_SUMMARY_BYTES => self.unkept = true,
+                Some(s) => self.pieces.push(s),
+                None => {}
+            }
+            return;
+        }
         let response = envelope.outcome || (!envelope.method_named && envelope.id.is_some());
         let Some(summary) = response.then(|| envelope.summary(ended)).flatten() else {
             return;
@@ -174,6 +229,14 @@ impl BatchSighted {
         self.kept
             .push(if self.kept.is_empty() { b'[' } else { b',' });
         self.kept.extend_from_slice(&summary);
+    }
+
+    /// Several mode: the summaries of the objects after the first (with the one being read
+    /// when the bytes ended, cut), each as [`super::Envelope::summary`] writes it, and
+    /// whether some found no room ([`MAX_BATCH_SUMMARY_BYTES`]).
+    pub(crate) fn several_pieces(mut self) -> (Vec<Vec<u8>>, bool) {
+        self.end_object(false);
+        (self.pieces, self.unkept)
     }
 
     /// The summaries kept (with the entry being read when the bytes ended, cut), as a JSON

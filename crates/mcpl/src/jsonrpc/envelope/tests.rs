@@ -430,3 +430,49 @@ mod extent {
         assert_eq!(value_extent(b"\xff\xfe,", usize::MAX), Some(2));
     }
 }
+
+/// Several objects separated by JSON whitespace on one line: the summary of each after the
+/// first (request or response), fed in any pieces; anything else between them (a comma, a
+/// byte order mark, a scalar) ends the read (RFC 8259 §2: no separator); one object alone,
+/// or an array, gives none.
+#[test]
+fn several_objects_on_a_line_are_each_summarised_after_the_first() {
+    let read = |text: &str, step: usize| {
+        let mut s = batch::BatchSighted::several();
+        for piece in text.as_bytes().chunks(step) {
+            s.feed(piece);
+        }
+        let (pieces, unkept) = s.several_pieces();
+        let pieces: Vec<String> = pieces
+            .iter()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
+        (pieces, unkept)
+    };
+    let line = r#" {"id":1,"result":"x"} {"jsonrpc":"2.0","id":2,"method":"m","params":[1]}	{"id":3,"error":{}}"#;
+    for step in [1, 3, line.len()] {
+        assert_eq!(
+            read(line, step),
+            (
+                vec![
+                    r#"{"jsonrpc":"2.0","id":2,"method":"m"}"#.to_owned(),
+                    r#"{"id":3,"result":0}"#.to_owned()
+                ],
+                false
+            ),
+            "{step}"
+        );
+    }
+    for none in [
+        r#"{"id":1,"result":1}"#,
+        r#"{"id":1,"result":1},{"id":2,"result":1}"#,
+        "{\"id\":1,\"result\":1} \u{feff}{\"id\":2,\"result\":1}",
+        r#"{"id":1,"result":1} 5 {"id":2,"result":1}"#,
+        r#"[{"id":1,"result":1}] {"id":2,"result":1}"#,
+    ] {
+        assert_eq!(read(none, 7), (vec![], false), "{none}");
+    }
+    // Cut by the end of what was fed: the last one as cut.
+    let (pieces, _) = read(r#"{"id":1,"result":1} {"id":2,"result":"xx"#, 4);
+    assert_eq!(pieces, vec![r#"{"id":2,"result":["#.to_owned()]);
+}
