@@ -91,6 +91,38 @@ async fn a_cancelled_request_dropped_unanswered_frees_its_id() {
     assert_eq!(got, vec![json!({"jsonrpc":"2.0","id":7,"result":"ok"})]);
 }
 
+/// A request answered later by id (`IncomingRequest::into_id`, then `Peer::respond`) is in
+/// flight until that answer is written: a request reusing its id meanwhile is refused
+/// `-32600` (in use), never run, and the id is taken again once it is answered. Before,
+/// `into_id` freed the id at once, the second request ran, and two answers went out under 7.
+#[tokio::test(start_paused = true)]
+async fn a_request_answered_later_by_id_holds_its_id_until_answered() {
+    let (peer, mut incoming, mut raw) = raw_peer(config());
+    raw.send(r#"{"jsonrpc":"2.0","id":7,"method":"a"}"#).await;
+    let first = match tokio::time::timeout(GUARD, incoming.recv()).await {
+        Ok(Some(IncomingMessage::Request(r))) => r,
+        other => panic!("{other:?}"),
+    };
+    let id = first.into_id().expect("not in a batch");
+    raw.send(r#"{"jsonrpc":"2.0","id":7,"method":"b"}"#).await;
+    let refused = tokio::time::timeout(GUARD, raw.recv())
+        .await
+        .expect("no answer to the reused id");
+    assert_eq!(
+        (&refused["id"], &refused["error"]["code"]),
+        (&json!(7), &json!(-32600)),
+        "{refused}"
+    );
+    peer.respond(id, json!("a")).await.unwrap();
+    assert_eq!(
+        raw.recv().await,
+        json!({"jsonrpc":"2.0","id":7,"result":"a"})
+    );
+    answer_all(incoming);
+    let got = exchange(&mut raw, r#"{"jsonrpc":"2.0","id":7,"method":"c"}"#).await;
+    assert_eq!(got, vec![json!({"jsonrpc":"2.0","id":7,"result":"ok"})]);
+}
+
 /// RFC 8259 §2: a byte order mark is no JSON whitespace, and §8.1 lets a parser ignore one
 /// only at the start of a text: one between two messages on a line is junk, so the line is
 /// no run of whole messages separated by whitespace and is refused `-32700` under its first

@@ -211,8 +211,10 @@ impl IncomingRequest {
         }
     }
 
-    /// Disarms the guard and returns the id, for answering later with [`Peer::respond`].
-    /// A request that arrived in a batch is handed back instead: its answer must go through
+    /// Disarms the guard and returns the id, for answering later with [`Peer::respond`]
+    /// (or [`Peer::respond_error`]): the id stays in flight until that answer is queued, so
+    /// a request reusing it meanwhile is refused `-32600`; an id never answered stays so
+    /// for the connection's life. A request that arrived in a batch is handed back instead: its answer must go through
     /// [`IncomingRequest::finish`] so that the batch's single response array is completed.
     // The request comes back by value, as it always did (public API): boxing it would cost
     // every caller an allocation for the rare batch case.
@@ -222,7 +224,11 @@ impl IncomingRequest {
             return Err(self);
         }
         self.armed = false;
-        // Answered later through `Peer::respond`: no longer tracked for the EOF drain.
+        // Answered later through `Peer::respond`: no longer tracked for the EOF drain, but
+        // its id stays in flight until that answer is queued (`serving`).
+        if let Some(held) = self.owed.as_mut().and_then(Owed::take_key) {
+            lock(&self.shared.serving).detach(held);
+        }
         self.owed = None;
         Ok(self.request.id.clone())
     }

@@ -599,8 +599,15 @@ impl Peer {
         id: Option<RequestId>,
         outcome: Result<Value, ErrorObject>,
     ) -> Result<(), PeerError> {
-        let text = wire::response_in(self.shared().frame_buffer(), id.as_ref(), &outcome);
-        self.shared().send_answer(text, None).await
+        let shared = self.shared();
+        let text = wire::response_in(shared.frame_buffer(), id.as_ref(), &outcome);
+        // A request answered by id after `into_id` is in flight until this answer is
+        // queued (`serving`): it frees the id then, as a guard's answer does.
+        let held = id
+            .as_ref()
+            .and_then(|id| lock(&shared.serving).take_detached(serving::key(id)));
+        let owed = held.map(|held| Owed::holding(shared, held));
+        shared.send_answer(text, owed).await
     }
 
     /// A stream of this connection's diagnostics. The first call gets every diagnostic since

@@ -75,6 +75,11 @@ pub(super) struct Serving {
     more: Option<Box<HashMap<u64, Held>>>,
     /// The generation the next taken key gets (its low 16 bits).
     next: u64,
+    /// Those of them whose guard handed them on to be answered by id
+    /// (`IncomingRequest::into_id`), by key: still in flight until that answer is queued
+    /// (`Peer::respond`). Boxed and `None` until one is.
+    #[allow(clippy::box_collection)]
+    detached: Option<Box<HashMap<u64, Held>>>,
 }
 
 impl Serving {
@@ -122,6 +127,25 @@ impl Serving {
         }
     }
 
+    /// Holds `held` (taken, not released) on past its guard, until an answer by id takes
+    /// it ([`Serving::take_detached`]).
+    pub(super) fn detach(&mut self, held: Held) {
+        self.detached
+            .get_or_insert_with(Default::default)
+            .insert(held.get() & !GENERATION, held);
+    }
+
+    /// What an answer by id under `key` releases once queued: the request handed on under
+    /// it ([`Serving::detach`]), if one is.
+    pub(super) fn take_detached(&mut self, key: u64) -> Option<Held> {
+        let detached = self.detached.as_mut()?;
+        let held = detached.remove(&key);
+        if detached.is_empty() {
+            self.detached = None;
+        }
+        held
+    }
+
     /// What `key` is held as among the others in flight, if it is there.
     fn more_has(&self, key: u64) -> Option<Held> {
         self.more.as_ref().and_then(|m| m.get(&key).copied())
@@ -159,6 +183,15 @@ mod tests {
         assert_eq!(s.take(k(5)), None);
         s.release(second);
         assert!(s.take(k(5)).is_some());
+        // Handed on to be answered by id: in flight until that answer takes it.
+        let by_id = s.take(k(6)).expect("free");
+        s.detach(by_id);
+        assert_eq!(s.take(k(6)), None);
+        assert_eq!(s.take_detached(k(7)), None);
+        let taken = s.take_detached(k(6)).expect("detached");
+        assert!(s.detached.is_none());
+        s.release(taken);
+        assert!(s.take(k(6)).is_some());
         assert_ne!(key(&RequestId::from(7_i64)), key(&RequestId::from("7")));
         // `serde_json::Number`'s own hash writes both as the same eight bytes.
         assert_ne!(

@@ -238,6 +238,24 @@ impl Owed {
         }
     }
 
+    /// What holds an id in flight and nothing else (`held`, taken by `Serving::take`), for
+    /// an answer made by id ([`Peer::respond`] after [`IncomingRequest::into_id`]): released
+    /// once that answer is queued. Counts no answer owed, as `into_id` stopped counting it.
+    pub(super) fn holding(shared: &Arc<Shared>, held: super::serving::Held) -> Owed {
+        Owed {
+            shared: shared.clone(),
+            weight: 0,
+            count: 0,
+            key: Some(held),
+            keys: None,
+        }
+    }
+
+    /// Takes out the id it holds in flight, to be held on past it (`into_id`).
+    pub(super) fn take_key(&mut self) -> Option<super::serving::Held> {
+        self.key.take()
+    }
+
     /// Counts `bytes` more (its answer, made and not yet queued).
     pub(super) fn add(&mut self, bytes: usize) {
         self.shared.owed_bytes.fetch_add(bytes, Ordering::Relaxed);
