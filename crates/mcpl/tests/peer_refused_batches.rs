@@ -261,3 +261,60 @@ async fn a_batch_discarded_unread_ends_each_request_of_ours_it_answers() {
     }
     assert_eq!(peer.pending_requests(), 0);
 }
+
+/// JSON-RPC 2.0 §5, §6: a batch of responses only is owed nothing, as a response never is
+/// (answering one could loop), whatever bound refused it: over the size limit, over the
+/// parsed cost, over the entry count. Each request of ours it answers fails at once, and
+/// nothing is written back. Before, such a batch was answered `-32600` under a null id,
+/// while the same batch within the bounds was (rightly) answered nothing. A batch holding
+/// anything else (a request) is still answered as before.
+#[tokio::test(start_paused = true)]
+async fn a_refused_batch_of_responses_only_is_never_answered() {
+    let pad = "x".repeat(300 * 1024);
+    let dense = vec![r#"{"a":1}"#; 2000].join(",");
+    let small = r#"{"jsonrpc":"2.0","id":"z","result":1}"#;
+    for (name, template) in [
+        (
+            "size",
+            format!(r#"[{{"jsonrpc":"2.0","id":{{id}},"result":"{pad}"}}]"#),
+        ),
+        (
+            "cost",
+            format!(r#"[{{"jsonrpc":"2.0","id":{{id}},"result":[{dense}]}}]"#),
+        ),
+        (
+            "count",
+            format!(
+                r#"[{small},{small},{small},{small},{{"jsonrpc":"2.0","id":{{id}},"error":{{"code":1,"message":"m"}}}}]"#
+            ),
+        ),
+    ] {
+        let (peer, incoming, mut raw) = raw_peer(PeerConfig {
+            max_message_size: 256 * 1024,
+            ..config()
+        });
+        answer_all(incoming);
+        let p = peer.clone();
+        let call = tokio::spawn(async move { p.request_raw_with("x", None, never()).await });
+        let request = answer(&mut raw, "our request").await;
+        let line = template.replace("{id}", &request["id"].to_string());
+        assert_eq!(
+            exchange(&mut raw, &line).await,
+            Vec::<Value>::new(),
+            "{name}"
+        );
+        match tokio::time::timeout(GUARD, call).await {
+            Ok(Ok(Err(PeerError::InvalidResponse(_)))) => {}
+            other => panic!("{name}: {other:?}"),
+        }
+        // With a request among them: answered, under no id.
+        let mixed = template.replace("{id}", "\"q\"").replacen(
+            '[',
+            r#"[{"jsonrpc":"2.0","id":"r","method":"m"},"#,
+            1,
+        );
+        let got = exchange(&mut raw, &mixed).await;
+        assert_eq!(got.len(), 1, "{name}: {got:?}");
+        assert_eq!(got[0]["id"], Value::Null, "{name}: {got:?}");
+    }
+}

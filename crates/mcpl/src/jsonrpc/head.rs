@@ -41,6 +41,9 @@ pub(crate) enum IdSeen {
 pub(crate) struct Head {
     /// A JSON array: a batch.
     pub(crate) batch: bool,
+    /// A batch of responses only, read to its end (`envelope::batch::responses_only`):
+    /// owed nothing.
+    pub(crate) responses_only: bool,
     /// The last `id` member read (a member named twice counts as its last, as a parser
     /// keeps it).
     pub(crate) id: IdSeen,
@@ -106,6 +109,7 @@ impl Head {
         let mut head = Head::default();
         if text.first() == Some(&b'[') {
             head.batch = true;
+            head.responses_only = super::envelope::batch::responses_only(text);
             return head;
         }
         // Cut only after an ASCII byte, so still UTF-8; read as bytes all the same.
@@ -267,7 +271,9 @@ impl Head {
     /// the first bytes of one discarded. `trailing`: the parser refused an object for the
     /// text after it on its line.
     ///
-    /// - A batch: answered under no id.
+    /// - A batch: answered under no id; but one of responses only, read to its end, is
+    ///   [`Then::Fail`] (never answered, JSON-RPC 2.0 §5, §6: nothing is owed a response),
+    ///   its entries ending the requests of the reader's own they name.
     /// - No text (bytes that are no UTF-8), or a whole text that shows no `method`, `result`
     ///   or `error` and is no object read whole (no JSON object, or no JSON, its error
     ///   before any of them): answered under no id, as a small one is.
@@ -287,6 +293,9 @@ impl Head {
     pub(crate) fn then(&self, whole_text: bool, trailing: bool) -> Then {
         // No text, a whole text that is no object read whole and shows nothing of a
         // message, and a request whose `id` is named more than once: under no id.
+        if self.batch && self.responses_only && !self.not_text {
+            return Then::Fail { trailing };
+        }
         let no_id = self.batch
             || self.not_text
             || (whole_text && !self.whole && !self.method && !self.outcome)

@@ -730,3 +730,16 @@ fn several_messages_on_a_line_are_owed_no_refusal() {
     };
     assert!(e.owed_answer(cut).is_some());
 }
+
+/// A batch of responses only is owed nothing when refused for a bound (the peer's reading,
+/// `Head::then`), but one the parser refuses is still owed its `-32700` under a null id, as
+/// the peer answers it: a text that does not parse is not known to hold responses only.
+#[test]
+fn a_batch_of_responses_only_that_does_not_parse_is_still_owed_its_parse_error() {
+    let text = r#"[{"jsonrpc":"2.0","id":1,"result":1e400}]"#;
+    let Err(e) = Message::parse(text) else {
+        panic!("taken");
+    };
+    let owed = e.owed_answer(text).expect("owed a -32700");
+    assert_eq!(owed.id, None);
+}

@@ -196,7 +196,16 @@ pub(super) fn read_text(
                      (PeerConfig::max_batch_entries), and was refused unread"
                 )
             };
-            let read = Read::Top(Ok(Top::Batch(BoundedBatch::Over { count })));
+            let read = match crate::jsonrpc::envelope::batch::responses_only(trimmed.as_bytes()) {
+                // Responses only: reported, owed nothing (JSON-RPC 2.0 §5, §6; the one
+                // reading, `Head::then`), each of ours it answers failed.
+                true => {
+                    let limit = max_batch;
+                    shared.diagnose(Diagnostic::BatchTooLarge { count, limit });
+                    Read::Settled(None)
+                }
+                false => Read::Top(Ok(Top::Batch(BoundedBatch::Over { count }))),
+            };
             (refused_batch(shared, trimmed, reason, read), weight)
         }
         Ok(top) => match doubled_members(trimmed, &top) {

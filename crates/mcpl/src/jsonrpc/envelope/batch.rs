@@ -19,6 +19,24 @@ pub const MAX_BATCH_SUMMARY_BYTES: usize = 64 * 1024;
 /// summary reads as it, and the envelope reading of the entries skips it.
 pub(crate) const UNKEPT: &[u8] = b"\"responses not kept\"";
 
+/// An entry of a batch's summary when the batch is not known to hold responses only (an
+/// entry that is no response, or what was not read of it): a string, which no response
+/// is, so the summary read again ([`responses_only`]) tells what the batch did.
+pub(crate) const NOT_ONLY_RESPONSES: &[u8] = b"\"not only responses\"";
+
+/// Whether `text`, a JSON array (a batch, or a batch's summary as
+/// [`BatchSighted::summary`] writes it), holds responses only, read to its end: one entry
+/// at least, each an object with a `result` or an `error` and no `method`. Reading
+/// (JSON-RPC 2.0 §5, §6): such a batch is owed nothing, as a response never is, however it
+/// was refused (its size, its parsed cost): answering it could loop. Anything else (an
+/// entry that is a request, a notification, an id with neither, a scalar; an array not
+/// read to its `]`) is not.
+pub(crate) fn responses_only(text: &[u8]) -> bool {
+    let mut s = BatchSighted::default();
+    s.feed(text);
+    s.closed && !s.asks && s.responses > 0
+}
+
 /// Whether `summary` (a batch's, as [`BatchSighted::summary`] writes it) says some of the
 /// batch's responses were not kept ([`UNKEPT`]).
 pub(crate) fn unkept(summary: &[u8]) -> bool {
@@ -59,6 +77,12 @@ pub(crate) struct BatchSighted {
     kept: Vec<u8>,
     /// A response's summary found no room ([`MAX_BATCH_SUMMARY_BYTES`]).
     unkept: bool,
+    /// An entry that is no response was read ([`responses_only`]).
+    asks: bool,
+    /// Responses read.
+    responses: usize,
+    /// The array's `]` was read.
+    closed: bool,
     /// Reading several objects separated by JSON whitespace on one line
     /// ([`BatchSighted::several`]), not an array.
     several: bool,
@@ -76,6 +100,9 @@ impl Default for BatchSighted {
             lead: Lead::default(),
             kept: Vec::new(),
             unkept: false,
+            asks: false,
+            responses: 0,
+            closed: false,
             several: false,
             objects: 0,
             pieces: Vec::new(),
@@ -157,8 +184,16 @@ impl BatchSighted {
             // Several mode: only whitespace and objects (RFC 8259 §2).
             Step::Before | Step::After if self.several => Step::Done,
             Step::Before if b == b']' || b == b',' => Step::Done,
-            Step::Before => Self::other(b, 0),
+            Step::Before => {
+                // An entry that is no object: no response.
+                self.asks = true;
+                Self::other(b, 0)
+            }
             Step::After if b == b',' => Step::Before,
+            Step::After if b == b']' => {
+                self.closed = true;
+                Step::Done
+            }
             Step::Other {
                 depth,
                 string: true,
@@ -174,6 +209,10 @@ impl BatchSighted {
             Step::Other { depth, .. } => match b {
                 b',' if depth == 0 => Step::Before,
                 _ if space && depth == 0 => Step::After,
+                b']' if depth == 0 => {
+                    self.closed = true;
+                    Step::Done
+                }
                 b']' | b'}' if depth == 0 => Step::Done,
                 b']' | b'}' if depth == 1 => Step::After,
                 b']' | b'}' => Step::Other {
@@ -218,6 +257,11 @@ impl BatchSighted {
             }
             return;
         }
+        if envelope.outcome && !envelope.method_named {
+            self.responses += 1;
+        } else {
+            self.asks = true;
+        }
         let response = envelope.outcome || (!envelope.method_named && envelope.id.is_some());
         let Some(summary) = response.then(|| envelope.summary(ended)).flatten() else {
             return;
@@ -248,6 +292,16 @@ impl BatchSighted {
         // it read, cut, as a cut message does.
         self.end_object(false);
         let mut kept = self.kept;
+        if !kept.is_empty() && (self.asks || !self.closed) {
+            // Not known to hold responses only: said in the summary, so that read again it
+            // tells the same ([`responses_only`]); the entries kept follow.
+            let mut marked = Vec::with_capacity(kept.len() + NOT_ONLY_RESPONSES.len() + 1);
+            marked.push(b'[');
+            marked.extend_from_slice(NOT_ONLY_RESPONSES);
+            marked.push(b',');
+            marked.extend_from_slice(kept.get(1..).unwrap_or_default());
+            kept = marked;
+        }
         if self.unkept {
             // `[`, the mark, then the entries kept (after their own `[`).
             let entries = kept.get(1..).unwrap_or_default();

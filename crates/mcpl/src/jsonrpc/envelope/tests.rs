@@ -265,7 +265,8 @@ fn a_lenient_envelope_tells_a_requests_id_only_before_the_bad_byte() {
 }
 
 /// A refused batch keeps the summaries of its responses only (an outcome, or an id and no
-/// method), as a JSON array, whatever the pieces it is fed in; non-object entries, strings
+/// method), as a JSON array, whatever the pieces it is fed in, led by the
+/// `NOT_ONLY_RESPONSES` mark when it held anything else or was not read to its end; non-object entries, strings
 /// holding brackets and nested arrays are skipped; a syntax error between entries ends the
 /// read; the summaries kept stay within their bound.
 #[test]
@@ -283,19 +284,21 @@ fn a_batchs_responses_are_kept_in_bounded_memory() {
     for piece in [1, 2, 7, text.len()] {
         assert_eq!(
             kept(text, piece).as_deref(),
-            Some(r#"[{"id":1,"result":0},{"id":3},{"id":"e","result":0},{"id":4,]"#),
+            Some(
+                r#"["not only responses",{"id":1,"result":0},{"id":3},{"id":"e","result":0},{"id":4,]"#
+            ),
             "pieces of {piece}"
         );
     }
     assert_eq!(
         kept(br#"[{"id":1,"result":0} x {"id":2,"result":0}]"#, 3).as_deref(),
-        Some(r#"[{"id":1,"result":0}]"#)
+        Some(r#"["not only responses",{"id":1,"result":0}]"#)
     );
     assert_eq!(kept(br#"{"id":1,"result":0}"#, 5), None);
     assert_eq!(kept(br#"[{"method":"m","id":1}]"#, 5), None);
     let many = format!("[{}0]", r#"{"id":123456,"result":0},"#.repeat(10_000));
     let got = kept(many.as_bytes(), 4096).unwrap_or_default();
-    let mark = super::batch::UNKEPT.len() + 1;
+    let mark = super::batch::UNKEPT.len() + super::batch::NOT_ONLY_RESPONSES.len() + 2;
     assert!(
         got.len() <= MAX_BATCH_SUMMARY_BYTES + 1 + mark,
         "{}",
@@ -475,4 +478,38 @@ fn several_objects_on_a_line_are_each_summarised_after_the_first() {
     // Cut by the end of what was fed: the last one as cut.
     let (pieces, _) = read(r#"{"id":1,"result":1} {"id":2,"result":"xx"#, 4);
     assert_eq!(pieces, vec![r#"{"id":2,"result":["#.to_owned()]);
+}
+
+/// A batch of responses only, read to its `]`, is owed nothing (JSON-RPC 2.0 §5, §6); any
+/// other entry, or an array not read to its end, makes it one that may ask. A batch's
+/// summary says so (`NOT_ONLY_RESPONSES`), so read again it tells what the batch did.
+#[test]
+fn a_batch_of_responses_only_is_told_and_its_summary_tells_it_again() {
+    let r = r#"{"jsonrpc":"2.0","id":1,"result":{"a":[1]}}"#;
+    let e = r#"{"jsonrpc":"2.0","id":2,"error":{"code":1,"message":"]"}}"#;
+    for yes in [format!("[{r}]"), format!(" [ {r} , {e} ] ")] {
+        assert!(batch::responses_only(yes.as_bytes()), "{yes}");
+    }
+    for no in [
+        "[]".to_owned(),
+        format!("[{r},1]"),
+        format!("[{r},{{\"id\":3}}]"),
+        format!("[{r},{{\"id\":3,\"method\":\"m\"}}]"),
+        format!("[{r},{{\"method\":\"m\"}}]"),
+        format!("[{r},"),
+        format!("[{r}"),
+        r.to_owned(),
+    ] {
+        assert!(!batch::responses_only(no.as_bytes()), "{no}");
+    }
+    let summary = |text: &str| {
+        let mut s = batch::BatchSighted::default();
+        s.feed(text.as_bytes());
+        s.summary().unwrap_or_default()
+    };
+    assert!(batch::responses_only(&summary(&format!("[{r},{e}]"))));
+    assert!(!batch::responses_only(&summary(&format!(
+        "[{r},{{\"id\":3,\"method\":\"m\"}}]"
+    ))));
+    assert!(!batch::responses_only(&summary(&format!("[{r},{e}"))));
 }
