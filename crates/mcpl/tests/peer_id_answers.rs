@@ -330,6 +330,49 @@ async fn a_request_after_nul_bytes_is_refused_under_its_id() {
     );
 }
 
+/// A request after more than one byte order mark (or marks and NUL bytes mixed) is no
+/// JSON text either (RFC 8259 §8.1 lets a reader skip one mark at a text's start), and is
+/// refused as one after NUL bytes is: `-32700` under its id. Before, the line was skipped
+/// as junk and the id got no answer. Over the size limit, alike: answered under its id.
+#[tokio::test(start_paused = true)]
+async fn a_request_after_several_byte_order_marks_is_refused_under_its_id() {
+    let (_peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    for (lead, id) in [
+        ("\u{feff}\u{feff}", 4),
+        ("\u{feff}\0\u{feff} ", 5),
+        ("\0\u{feff}\u{feff}\0", 6),
+    ] {
+        let got = exchange(
+            &mut raw,
+            &format!("{lead}{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"x\"}}"),
+        )
+        .await;
+        assert_eq!(got.len(), 1, "{lead:?}: {got:?}");
+        assert_eq!(
+            (&got[0]["id"], &got[0]["error"]["code"]),
+            (&json!(id), &json!(-32700)),
+            "{lead:?}"
+        );
+    }
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig {
+        max_message_size: 1024,
+        ..config()
+    });
+    answer_all(incoming);
+    let pad = "x".repeat(3000);
+    let got = exchange(
+        &mut raw,
+        &format!("\u{feff}\0\u{feff}{{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":\"{pad}\",\"id\":7}}"),
+    )
+    .await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (&got[0]["id"], &got[0]["error"]["code"]),
+        (&json!(7), &json!(-32600))
+    );
+}
+
 /// An id with no method nor outcome that names `id` twice: which id is in doubt, so it is
 /// answered under neither (an answer under the last could name another request of its
 /// sender's), and reported; as a text refused unbuilt reads it (`Head::then`). Before this

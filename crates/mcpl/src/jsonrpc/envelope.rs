@@ -39,7 +39,7 @@ pub const MAX_VALUE_BYTES: usize = 6 * crate::jsonrpc::MAX_ID_BYTES + 2;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum At {
     /// Before the object: what the peer reads past before a message for its id is skipped
-    /// (any whitespace `str::trim_start` takes, one UTF-8 byte order mark; the lenient
+    /// (any whitespace `str::trim_start` takes, NUL bytes, byte order marks; the lenient
     /// start of `jsonrpc::message_lead`).
     Start,
     /// Expecting a member name (or the end, right after `{`).
@@ -116,7 +116,7 @@ pub struct Envelope {
 
 /// What precedes a message, read past a byte at a time: what the peer reads past before a
 /// frame's text's message for its id ([`super::message_start`]: any whitespace
-/// `str::trim_start` takes, one UTF-8 byte order mark), so a message's envelope (and a
+/// `str::trim_start` takes, NUL bytes, UTF-8 byte order marks), so a message's envelope (and a
 /// batch's, [`batch::BatchSighted`]) is read wherever its text's message is. Only messages
 /// refused whole are read so (over the size limit, refused part read, no text), so reading
 /// past more than JSON whitespace here takes nothing a strict peer rejects
@@ -126,8 +126,6 @@ pub struct Envelope {
 pub(crate) struct Lead {
     /// The bytes of a character not yet whole.
     held: Vec<u8>,
-    /// The byte order mark was read past.
-    bom: bool,
 }
 
 impl Lead {
@@ -139,7 +137,8 @@ impl Lead {
     /// neither is given as its first byte, which begins no message).
     pub(crate) fn step(&mut self, b: u8) -> Option<u8> {
         if self.held.is_empty() && b.is_ascii() {
-            return (!char::from(b).is_whitespace()).then_some(b);
+            // NUL with the whitespace, as `jsonrpc::message_lead` reads past it.
+            return (!char::from(b).is_whitespace() && b != 0).then_some(b);
         }
         self.held.push(b);
         let first = self.held.first().copied();
@@ -148,10 +147,8 @@ impl Lead {
                 let c = c.chars().next();
                 self.held.clear();
                 match c {
-                    Some('\u{feff}') if !self.bom => {
-                        self.bom = true;
-                        Lead::SKIP
-                    }
+                    // Any number of them, as `jsonrpc::message_lead` reads past them.
+                    Some('\u{feff}') => Lead::SKIP,
                     Some(c) if c.is_whitespace() => Lead::SKIP,
                     _ => first,
                 }

@@ -19,9 +19,9 @@ pub(crate) const LEAD_REFUSED: &str =
 /// The one reading of what precedes a message: `text` from where its message starts, and
 /// whether only what RFC 8259 allows came before it (JSON whitespace, §2: space, tab, line
 /// feed, carriage return; and one UTF-8 byte order mark, which §8.1 lets a parser ignore).
-/// The start is read past any whitespace `str::trim_start` takes, NUL bytes, and one byte
-/// order mark, so a message after other whitespace (a no-break space, U+2028) is still read for the
-/// id it is answered under; but such a text is no JSON text, so the peer and
+/// The start is read past any whitespace `str::trim_start` takes, NUL bytes, and byte
+/// order marks, so a message after other whitespace (a no-break space, U+2028), or after
+/// more than one mark, is still read for the id it is answered under; but such a text is no JSON text, so the peer and
 /// [`super::Message::parse`] refuse it (`false`): taking what a strict peer or proxy rejects
 /// would be a parser differential. Refused by the one rule for a refused text (a request
 /// answered `-32700` under its id, a notification or response not answered).
@@ -35,14 +35,11 @@ pub fn message_lead(text: &str) -> (&str, bool) {
     if strict.starts_with('{') || strict.starts_with('[') {
         return (strict, true);
     }
-    // NUL counts with the other whitespace here (a stream padded with zeros): the
-    // message after it is read for its id, and refused all the same.
-    let lax = |c: char| c.is_whitespace() || c == '\0';
+    // NUL counts with the other whitespace here (a stream padded with zeros), and so does
+    // a byte order mark past the one §8.1 lets a reader skip: the message after them is
+    // read for its id, and refused all the same.
+    let lax = |c: char| c.is_whitespace() || c == '\0' || c == '\u{feff}';
     let lenient = text.trim_start_matches(lax);
-    let lenient = match lenient.strip_prefix('\u{feff}') {
-        Some(rest) => rest.trim_start_matches(lax),
-        None => lenient,
-    };
     (lenient, lenient.len() == strict.len())
 }
 
