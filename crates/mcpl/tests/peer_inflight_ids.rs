@@ -186,7 +186,8 @@ async fn a_bare_id_under_an_id_of_ours_already_answered_is_not_answered() {
 
 /// A bare id (no `method` nor outcome) naming `id` twice is one thing on every path: which
 /// id is in doubt, so it is answered under neither and fails no request of ours, read whole
-/// (`jsonrpc::Shape`) or refused unbuilt for its parsed cost (`jsonrpc::refusal_of`). Before,
+/// (`jsonrpc::Shape`), refused unbuilt for its parsed cost (`jsonrpc::refusal_of`), or
+/// discarded for its size (its envelope read, `transport::envelope`). Before,
 /// the unbuilt one was read as a response under its last id and failed our request 1.
 #[tokio::test(start_paused = true)]
 async fn a_bare_id_named_twice_is_read_alike_built_or_not() {
@@ -195,9 +196,15 @@ async fn a_bare_id_named_twice_is_read_alike_built_or_not() {
         r#"{"jsonrpc":"2.0","id":5,"id":1}"#.to_owned(),
         format!(r#"{{"jsonrpc":"2.0","id":5,"id":1,"params":[{dense}]}}"#),
         r#"[{"jsonrpc":"2.0","id":5,"id":1}]"#.to_owned(),
+        // Over the size limit: read by its envelope, which writes the doubled id so.
+        format!(
+            r#"{{"jsonrpc":"2.0","id":5,"params":"{}","id":1}}"#,
+            "x".repeat(5000)
+        ),
     ] {
         let (peer, incoming, mut raw) = raw_peer(PeerConfig {
             max_parsed_cost: 1000,
+            max_message_size: 4096,
             ..config()
         });
         answer_all(incoming);
