@@ -419,3 +419,40 @@ async fn over_websocket_every_answer_in_an_oversized_frame_of_several_fails_at_o
         );
     }
 }
+
+/// Bounded as a line held is: past `PeerConfig::max_batch_entries` messages on a line
+/// discarded for its size, the rest is refused with one `-32600` under a null id
+/// (`messages_per_line`), each message before it answered under its id.
+#[tokio::test]
+async fn an_oversized_line_of_several_is_bounded_as_a_line_held() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig {
+        max_batch_entries: 2,
+        ..config()
+    });
+    raw::answer_all(incoming);
+    let pad = "x".repeat(2000);
+    let line = (1..=4)
+        .map(|i| format!(r#"{{"jsonrpc":"2.0","id":"r{i}","method":"m","params":"{pad}"}}"#))
+        .collect::<Vec<_>>()
+        .join(" ");
+    raw.send(&line).await;
+    let got = tokio::time::timeout(GUARD, raw.before_sync())
+        .await
+        .expect("no answer to sync");
+    assert_eq!(got.len(), 3, "{got:?}");
+    for id in [json!("r1"), json!("r2"), Value::Null] {
+        assert!(
+            got.iter()
+                .any(|a| a["id"] == id && a["error"]["code"] == -32600),
+            "{id}: {got:?}"
+        );
+    }
+    let past = got
+        .iter()
+        .find(|a| a["id"].is_null())
+        .expect("the past-bound refusal");
+    assert_eq!(
+        past["error"]["data"]["reason"], "messages_per_line",
+        "{past}"
+    );
+}

@@ -103,7 +103,10 @@ impl Discarded {
     /// and a request of ours the second answered waited for its deadline (for ever
     /// without one). When the reader could not keep every one (past
     /// `MAX_BATCH_SUMMARY_BYTES` of summaries), every request of ours outstanding fails
-    /// too, as for a batch it could not keep whole.
+    /// too, as for a batch it could not keep whole. Bounded as a line held is
+    /// ([`PeerConfig::max_batch_entries`] messages, the first included; reported once,
+    /// `Diagnostic::SeveralOnALine`): past it the rest is refused with one `-32600` under a
+    /// null id, as `peer::pieces` refuses it.
     pub(super) fn rest_refused(
         rest: Vec<Vec<u8>>,
         shared: &Shared,
@@ -111,12 +114,24 @@ impl Discarded {
         replies: &mut Outbox,
     ) -> Vec<Parsed> {
         let mut failed = Vec::new();
-        for piece in rest {
+        if rest.is_empty() {
+            return failed;
+        }
+        let limit = shared.config.max_batch_entries.max(2);
+        let refused_past = rest.len() >= limit;
+        shared.diagnose(Diagnostic::SeveralOnALine {
+            count: rest.len().min(limit - 1) + 1,
+            refused_past,
+        });
+        for piece in rest.into_iter().take(limit - 1) {
             if piece == crate::jsonrpc::envelope::batch::UNKEPT {
                 failed.extend(fail_outstanding(shared, &broke.why()));
                 continue;
             }
             failed.extend(refuse(shared, Some(Head::read(&piece)), broke, replies));
+        }
+        if refused_past {
+            let _ = replies.send(super::pieces::refused_past_reply(limit));
         }
         failed
     }

@@ -22,17 +22,23 @@ pub(super) fn take_several(
     });
     if refused_past {
         let limit = shared.config.max_batch_entries.max(2);
-        let reply = Message::Response(Response {
-            id: None,
-            outcome: Err(ErrorObject::invalid_request_because(format_args!(
-                "more than {limit} messages on one line (one message per line); those past \
-                 the first {limit} were refused unread"
-            ))
-            .with_data(serde_json::json!({ "limit": limit, "reason": "messages_per_line" }))),
-        });
-        let _ = replies.send(reply.to_json());
+        let _ = replies.send(refused_past_reply(limit));
     }
     take_pieces(shared, pieces.into_iter(), inbound, replies)
+}
+
+/// The one `-32600` under a null id for the messages of a line past the first `limit`,
+/// refused unread (a line held, or one discarded for its size, `oversized`).
+pub(super) fn refused_past_reply(limit: usize) -> String {
+    let reply = Message::Response(Response {
+        id: None,
+        outcome: Err(ErrorObject::invalid_request_because(format_args!(
+            "more than {limit} messages on one line (one message per line); those past \
+             the first {limit} were refused unread"
+        ))
+        .with_data(serde_json::json!({ "limit": limit, "reason": "messages_per_line" }))),
+    });
+    reply.to_json()
 }
 
 /// Reads and takes each of several messages of one line in order, as if each had come on
