@@ -450,3 +450,53 @@ async fn over_websocket_every_id_gets_exactly_one_answer() {
         .any(|a| a["id"] == 4 && a["error"]["code"] == -32600));
     assert!(answers.iter().any(|a| a["id"] == 4 && a["result"] == "ok"));
 }
+
+/// Past `PeerConfig::max_batch_entries` messages on a line, the rest is refused unread (one
+/// `-32600` under a null id), but an answer to a request of ours there is not lost: that
+/// request fails at once, as for a batch refused whole, rather than waiting for its
+/// deadline (for ever without one), which it did before.
+#[tokio::test(start_paused = true)]
+async fn an_answer_of_ours_past_the_bound_of_a_line_fails_its_request_at_once() {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig {
+        max_batch_entries: 2,
+        ..config()
+    });
+    answer_all(incoming);
+    let mut calls = Vec::new();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let p = peer.clone();
+        calls.push(tokio::spawn(async move { p.request_raw("x", None).await }));
+        let r = tokio::time::timeout(GUARD, raw.recv())
+            .await
+            .expect("no request");
+        ids.push(r["id"].clone());
+    }
+    let line = ids
+        .iter()
+        .map(|id| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":1}}"#))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let got = exchange(&mut raw, &line).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        got[0]["error"]["data"]["reason"], "messages_per_line",
+        "{got:?}"
+    );
+    let mut outcomes = Vec::new();
+    for call in calls {
+        outcomes.push(
+            tokio::time::timeout(GUARD, call)
+                .await
+                .expect("a request waits for the answer that came (deadlock guard)")
+                .unwrap(),
+        );
+    }
+    assert_eq!(outcomes[0].as_ref().ok(), Some(&json!(1)));
+    assert_eq!(outcomes[1].as_ref().ok(), Some(&json!(1)));
+    assert!(
+        matches!(&outcomes[2], Err(PeerError::InvalidResponse(why)) if why.contains("refused unread")),
+        "{:?}",
+        outcomes[2]
+    );
+}

@@ -456,3 +456,28 @@ async fn an_oversized_line_of_several_is_bounded_as_a_line_held() {
         "{past}"
     );
 }
+
+/// Past that bound, an answer of ours on the oversized line still fails its request at once.
+#[tokio::test]
+async fn an_answer_of_ours_past_the_bound_of_an_oversized_line_fails_at_once() {
+    let (peer, _incoming, mut raw) = raw_peer(PeerConfig {
+        max_batch_entries: 2,
+        ..config()
+    });
+    let (a, b, ida, idb) = two_in_flight(&peer, &mut raw).await;
+    let pad = "x".repeat(2000);
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":"r1","method":"m","params":"{pad}"}} {{"jsonrpc":"2.0","id":{ida},"result":1}} {{"jsonrpc":"2.0","id":{idb},"result":1}}"#
+    ))
+    .await;
+    for call in [a, b] {
+        let outcome = tokio::time::timeout(GUARD, call)
+            .await
+            .expect("a request still waits for the answer that came (deadlock guard)")
+            .unwrap();
+        assert!(
+            matches!(&outcome, Err(PeerError::InvalidResponse(why)) if why.contains("1024")),
+            "{outcome:?}"
+        );
+    }
+}

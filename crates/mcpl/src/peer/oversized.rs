@@ -106,7 +106,7 @@ impl Discarded {
     /// too, as for a batch it could not keep whole. Bounded as a line held is
     /// ([`PeerConfig::max_batch_entries`] messages, the first included; reported once,
     /// `Diagnostic::SeveralOnALine`): past it the rest is refused with one `-32600` under a
-    /// null id, as `peer::pieces` refuses it.
+    /// null id, as `peer::pieces` refuses it, an answer of ours there failing its request.
     pub(super) fn rest_refused(
         rest: Vec<Vec<u8>>,
         shared: &Shared,
@@ -123,15 +123,21 @@ impl Discarded {
             count: rest.len().min(limit - 1) + 1,
             refused_past,
         });
-        for piece in rest.into_iter().take(limit - 1) {
+        let mut past = Vec::new();
+        for (i, piece) in rest.into_iter().enumerate() {
             if piece == crate::jsonrpc::envelope::batch::UNKEPT {
                 failed.extend(fail_outstanding(shared, &broke.why()));
-                continue;
+            } else if i + 1 < limit {
+                failed.extend(refuse(shared, Some(Head::read(&piece)), broke, replies));
+            } else if let Some(id) = names_ours(&Head::read(&piece), shared) {
+                // Past the bound: refused unread, but an answer of ours there still ends
+                // its request (as on a line held, `text::ours_past_the_bound`).
+                past.push(id);
             }
-            failed.extend(refuse(shared, Some(Head::read(&piece)), broke, replies));
         }
         if refused_past {
             let _ = replies.send(super::pieces::refused_past_reply(limit));
+            failed.extend(super::reader::fail_refused(shared, past, &broke.why()));
         }
         failed
     }

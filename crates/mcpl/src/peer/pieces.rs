@@ -2,7 +2,7 @@
 //! each taken as its own frame's text would be, in order, waiting (boxed, as every rare
 //! wait of the reader) only when the incoming queue is full.
 
-use super::reader::{take_read, Later, Pieces, Taken};
+use super::reader::{take_read, Later, Parsed, Pieces, Taken};
 use super::text::{read_text, TypedReads};
 use super::*;
 
@@ -12,7 +12,7 @@ use super::*;
 pub(super) fn take_several(
     shared: &Arc<Shared>,
     pieces: Vec<String>,
-    refused_past: bool,
+    (refused_past, ours_past): (bool, Vec<RequestId>),
     inbound: &queue::Sender<Item>,
     replies: &mut Outbox,
 ) -> Taken {
@@ -20,11 +20,19 @@ pub(super) fn take_several(
         count: pieces.len(),
         refused_past,
     });
+    let mut after = Vec::new();
     if refused_past {
         let limit = shared.config.max_batch_entries.max(2);
         let _ = replies.send(refused_past_reply(limit));
+        // An answer of ours past the bound ends its request now (a waiting caller at
+        // once; one sent in order at the line's end, after the messages read of it).
+        let why = format!(
+            "the line holding it has more than {limit} messages \
+             (PeerConfig::max_batch_entries); those past the first {limit} were refused unread"
+        );
+        after = super::reader::fail_refused(shared, ours_past, &why);
     }
-    take_pieces(shared, pieces.into_iter(), inbound, replies)
+    take_pieces(shared, pieces.into_iter(), after, inbound, replies)
 }
 
 /// The one `-32600` under a null id for the messages of a line past the first `limit`,
@@ -47,6 +55,7 @@ pub(super) fn refused_past_reply(limit: usize) -> String {
 pub(super) fn take_pieces(
     shared: &Arc<Shared>,
     mut pieces: std::vec::IntoIter<String>,
+    after: Vec<Parsed>,
     inbound: &queue::Sender<Item>,
     replies: &mut Outbox,
 ) -> Taken {
@@ -61,10 +70,18 @@ pub(super) fn take_pieces(
             Ok(false) => return Taken::Done(false),
             Err(full) => {
                 let (item, rest) = *full;
-                let later = Pieces { item, rest, pieces };
+                let later = Pieces {
+                    item,
+                    rest,
+                    pieces,
+                    after,
+                };
                 return Taken::Later(Later::Pieces(Box::new(later)));
             }
         }
     }
-    Taken::Done(true)
+    if after.is_empty() {
+        return Taken::Done(true);
+    }
+    super::reader::deliver_refused(shared, after, inbound, replies)
 }

@@ -208,6 +208,9 @@ pub(super) struct Pieces {
     pub(super) item: Item,
     pub(super) rest: std::vec::IntoIter<Parsed>,
     pub(super) pieces: std::vec::IntoIter<String>,
+    /// What is delivered once every piece is taken (the failures of our requests answered
+    /// past the line's bound, at the line's end).
+    pub(super) after: Vec<Parsed>,
 }
 
 impl Later {
@@ -222,8 +225,13 @@ impl Later {
             let (mut item, mut rest, pieces) = match self {
                 Later::Room { item, rest } => (item, rest, None),
                 Later::Pieces(p) => {
-                    let Pieces { item, rest, pieces } = *p;
-                    (item, rest, Some(pieces))
+                    let Pieces {
+                        item,
+                        rest,
+                        pieces,
+                        after,
+                    } = *p;
+                    (item, rest, Some((pieces, after)))
                 }
                 Later::OffWorker(text) => {
                     let max_batch = shared.config.max_batch_entries;
@@ -245,12 +253,13 @@ impl Later {
                     if let Read::Several {
                         pieces,
                         refused_past,
+                        ours_past,
                     } = read
                     {
                         match super::pieces::take_several(
                             shared,
                             pieces,
-                            refused_past,
+                            (refused_past, ours_past),
                             inbound,
                             replies,
                         ) {
@@ -279,10 +288,10 @@ impl Later {
                     None => break,
                 }
             }
-            let Some(pieces) = pieces else {
+            let Some((pieces, after)) = pieces else {
                 return true;
             };
-            match super::pieces::take_pieces(shared, pieces, inbound, replies) {
+            match super::pieces::take_pieces(shared, pieces, after, inbound, replies) {
                 Taken::Done(ok) => return ok,
                 Taken::Later(later) => self = later,
             }
@@ -302,7 +311,7 @@ fn deliver_all(
 
 /// Delivers what a message refused unread left to deliver (the failure of a request of ours
 /// it answered, at its place), waiting only when the incoming queue is full.
-fn deliver_refused(
+pub(super) fn deliver_refused(
     shared: &Arc<Shared>,
     failed: Vec<Parsed>,
     inbound: &queue::Sender<Item>,
@@ -410,10 +419,12 @@ fn take_frame(
     if let Read::Several {
         pieces,
         refused_past,
+        ours_past,
     } = read
     {
         *spare = Some(text);
-        return super::pieces::take_several(shared, pieces, refused_past, inbound, replies);
+        let past = (refused_past, ours_past);
+        return super::pieces::take_several(shared, pieces, past, inbound, replies);
     }
     *spare = Some(text);
     match take_read(shared, read, inbound, replies) {

@@ -75,10 +75,12 @@ pub(super) enum Read {
         then: Box<Read>,
     },
     /// Several complete messages on one frame's line (`jsonrpc::several_values`), each
-    /// read as its own frame's text; `refused_past`: more followed past the bound.
+    /// read as its own frame's text; `refused_past`: more followed past the bound, and
+    /// `ours_past` the requests of ours answered there ([`ours_past_the_bound`]).
     Several {
         pieces: Vec<String>,
         refused_past: bool,
+        ours_past: Vec<RequestId>,
     },
 }
 
@@ -172,10 +174,16 @@ pub(super) fn read_text(
                 .filter_map(|r| trimmed.get(r).map(str::to_owned))
                 .collect();
             let refused_past = several.refused_from.is_some();
+            let ours_past = several
+                .refused_from
+                .and_then(|from| trimmed.get(from..))
+                .map(|past| ours_past_the_bound(shared, past.as_bytes()))
+                .unwrap_or_default();
             return (
                 Read::Several {
                     pieces,
                     refused_past,
+                    ours_past,
                 },
                 weight,
             );
@@ -253,6 +261,28 @@ fn refused_batch(
         reason: reason(),
         then: Box::new(read),
     }
+}
+
+/// The requests of ours answered on a line past the messages read of it (`past`, the text
+/// from the first message past `PeerConfig::max_batch_entries`), each once, in order: a
+/// message there is refused unread, but an answer to a request of ours among them ends
+/// that request now, failed, as one in a batch refused whole does ([`ours_in_batch`]),
+/// rather than leaving it to its deadline. Read by the envelope of each object
+/// (`envelope::BatchSighted::several_all`, within `MAX_BATCH_SUMMARY_BYTES` of summaries),
+/// bounded by the requests outstanding.
+fn ours_past_the_bound(shared: &Shared, past: &[u8]) -> Vec<RequestId> {
+    let mut sighted = crate::jsonrpc::envelope::batch::BatchSighted::several_all();
+    sighted.feed(past);
+    let (pieces, _) = sighted.several_pieces();
+    let mut ours = Vec::new();
+    for piece in pieces {
+        if let Some(id) = super::refused::names_ours(&Head::read(&piece), shared) {
+            if !ours.contains(&id) {
+                ours.push(id);
+            }
+        }
+    }
+    ours
 }
 
 /// The requests of ours answered by entries of a batch refused whole, each once, in the

@@ -124,6 +124,16 @@ impl BatchSighted {
         }
     }
 
+    /// [`BatchSighted::several`], keeping the first object's summary too: for the text of
+    /// a line past the messages already read of it (`peer`'s bound on a line held).
+    pub(crate) fn several_all() -> BatchSighted {
+        BatchSighted {
+            several: true,
+            objects: 1,
+            ..BatchSighted::default()
+        }
+    }
+
     /// Reads the next bytes of the message.
     pub(crate) fn feed(&mut self, bytes: &[u8]) {
         let mut rest = bytes;
@@ -138,6 +148,7 @@ impl BatchSighted {
                         return;
                     }
                     self.objects += 1;
+                    // (`several_all` starts counting at one: every object is kept.)
                     if self.objects == 1 {
                         // The line's own envelope reads the first: only its end is sought.
                         self.step = Self::other(b, 0);
