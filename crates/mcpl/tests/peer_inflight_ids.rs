@@ -231,3 +231,91 @@ async fn a_bare_id_named_twice_is_read_alike_built_or_not() {
         let _: Option<PeerError> = None;
     }
 }
+
+/// Over TCP (real sockets) the same rules hold: a batch reusing an id is answered once per
+/// entry, the second `-32600` (in use); a cancel does not free an id still handled; an
+/// oversized line of several answers each request under its id.
+#[tokio::test]
+async fn over_tcp_every_id_gets_exactly_one_answer() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let listener = mcpl::transport::tcp::Listener::bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (accepted, raw) = tokio::join!(listener.accept(), tokio::net::TcpStream::connect(addr));
+    let (transport, _) = accepted.unwrap();
+    let (_peer, mut incoming) = mcpl::peer::Peer::new(
+        transport,
+        PeerConfig {
+            max_message_size: 4096,
+            ..config()
+        },
+    );
+    let (r, mut w) = raw.unwrap().into_split();
+    let mut lines = BufReader::new(r).lines();
+    let mut next = async move || -> Value {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("no line (deadlock guard)")
+            .unwrap()
+            .expect("EOF");
+        serde_json::from_str(&line).unwrap()
+    };
+    w.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"a\"}\n")
+        .await
+        .unwrap();
+    let first = match incoming.recv().await {
+        Some(IncomingMessage::Request(r)) => r,
+        other => panic!("{other:?}"),
+    };
+    w.write_all(
+        b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":7}}\n[{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"b\"},{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"c\"},{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"d\"}]\n",
+    )
+    .await
+    .unwrap();
+    // The cancel, then the batch's one request taken (8 "c"); 7 and the second 8 refused.
+    let mut taken = Vec::new();
+    while taken.is_empty() {
+        match incoming.recv().await {
+            Some(IncomingMessage::Request(r)) => taken.push(r),
+            Some(IncomingMessage::Notification(_)) => {}
+            None => panic!("closed"),
+        }
+    }
+    assert_eq!(taken[0].request().method, "c");
+    taken.remove(0).respond("c").await.unwrap();
+    let batch = next().await;
+    let answers = batch.as_array().expect("a batch answer");
+    assert_eq!(answers.len(), 3, "{batch}");
+    for (id, code) in [(7, -32600), (8, -32600)] {
+        assert!(
+            answers
+                .iter()
+                .any(|a| a["id"] == id && a["error"]["code"] == code),
+            "{batch}"
+        );
+    }
+    assert!(
+        answers.iter().any(|a| a["id"] == 8 && a["result"] == "c"),
+        "{batch}"
+    );
+    first.respond("a").await.unwrap();
+    assert_eq!(next().await, json!({"jsonrpc":"2.0","id":7,"result":"a"}));
+    let pad = "x".repeat(5000);
+    w.write_all(
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"m\",\"params\":\"{pad}\"}} {{\"jsonrpc\":\"2.0\",\"id\":\"q\",\"method\":\"m\"}}\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let got = [next().await, next().await];
+    for id in ["p", "q"] {
+        assert!(
+            got.iter()
+                .any(|a| a["id"] == id && a["error"]["code"] == -32600),
+            "{got:?}"
+        );
+    }
+}
