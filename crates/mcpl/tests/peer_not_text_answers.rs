@@ -255,3 +255,31 @@ async fn a_request_in_the_wrong_encoding_after_unicode_whitespace_is_answered() 
         assert_eq!(got[0]["error"]["code"], -32700, "{before:?}: {}", got[0]);
     }
 }
+
+/// A line that is no text holding several messages (MCP stdio framing: one per line) is
+/// refused message by message, as one over the size limit is: each request answered
+/// `-32700` under the id its envelope tells, whichever message holds the bad byte. Before,
+/// only the first was, and the second request's id got no answer.
+#[tokio::test(start_paused = true)]
+async fn every_request_on_a_line_of_several_that_is_no_text_is_answered_under_its_id() {
+    for line in [
+        &b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\"} {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"m\",\"params\":[\"\xff\"]}"[..],
+        &b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":[\"\xff\"]} {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"m\"}"[..],
+    ] {
+        let (_peer, incoming, mut raw) = raw::raw_peer(mcpl::peer::PeerConfig {
+            request_timeout: None,
+            ..mcpl::peer::PeerConfig::default()
+        });
+        raw::answer_all(incoming);
+        raw.send_bytes(line).await;
+        let got = raw.before_sync().await;
+        assert_eq!(got.len(), 2, "{got:?}");
+        for (a, id) in got.iter().zip([1, 2]) {
+            assert_eq!(
+                (&a["id"], &a["error"]["code"]),
+                (&serde_json::json!(id), &serde_json::json!(-32700)),
+                "{got:?}"
+            );
+        }
+    }
+}

@@ -38,7 +38,7 @@ impl Discarded {
                     .discarded_head()
                     .and_then(crate::jsonrpc::not_text_request_id),
                 batch: batch_of(reader),
-                rest: Vec::new(),
+                rest: reader.discarded_rest().to_vec(),
             },
             Frame::Oversized { .. } | Frame::OverBudget { .. } => Discarded {
                 began_as_json: false,
@@ -94,24 +94,27 @@ impl Discarded {
     }
 
     /// Refuses each message after the first on a discarded line of several (`rest`,
-    /// [`Discarded::rest`]) by the rule the first was refused by ([`refuse`], `broke` the
-    /// line's bound), each as if it had come alone: MCP's stdio framing is one message per
+    /// [`Discarded::rest`]) by the rule the first was refused by (`each`, given its
+    /// envelope summary: [`refuse`] for a line over a bound, the not-text rule for one that
+    /// is no text), each as if it had come alone: MCP's stdio framing is one message per
     /// line, and a held line of several whole messages is read message by message
     /// (`jsonrpc::several_values`), so one refused unread is too. A request whose id its
     /// envelope shows is answered under it, a response of ours fails its request now
-    /// (returned for delivery at its place), each reported. Before, only the first was,
-    /// and a request of ours the second answered waited for its deadline (for ever
-    /// without one). When the reader could not keep every one (past
-    /// `MAX_BATCH_SUMMARY_BYTES` of summaries), every request of ours outstanding fails
-    /// too, as for a batch it could not keep whole. Bounded as a line held is
-    /// ([`PeerConfig::max_batch_entries`] messages, the first included; reported once,
-    /// `Diagnostic::SeveralOnALine`): past it the rest is refused with one `-32600` under a
-    /// null id, as `peer::pieces` refuses it, an answer of ours there failing its request.
+    /// (returned for delivery at its place), each reported. Before, only the first was:
+    /// a request of ours the second answered waited for its deadline (for ever without
+    /// one), and a request there got no answer. When the reader could not keep every one
+    /// (past `MAX_BATCH_SUMMARY_BYTES` of summaries), every request of ours outstanding
+    /// fails too (`why`), as for a batch it could not keep whole. Bounded as a line held
+    /// is ([`PeerConfig::max_batch_entries`] messages, the first included; reported once,
+    /// `Diagnostic::SeveralOnALine`): past it the rest is refused with one `-32600` under
+    /// a null id, as `peer::pieces` refuses it, an answer of ours there failing its
+    /// request.
     pub(super) fn rest_refused(
         rest: Vec<Vec<u8>>,
         shared: &Shared,
-        broke: Limit,
+        why: &str,
         replies: &mut Outbox,
+        mut each: impl FnMut(&[u8], &mut Outbox) -> Option<Parsed>,
     ) -> Vec<Parsed> {
         let mut failed = Vec::new();
         if rest.is_empty() {
@@ -126,9 +129,9 @@ impl Discarded {
         let mut past = Vec::new();
         for (i, piece) in rest.into_iter().enumerate() {
             if piece == crate::jsonrpc::envelope::batch::UNKEPT {
-                failed.extend(fail_outstanding(shared, &broke.why()));
+                failed.extend(fail_outstanding(shared, why));
             } else if i + 1 < limit {
-                failed.extend(refuse(shared, Some(Head::read(&piece)), broke, replies));
+                failed.extend(each(&piece, replies));
             } else if let Some(id) = names_ours(&Head::read(&piece), shared) {
                 // Past the bound: refused unread, but an answer of ours there still ends
                 // its request (as on a line held, `text::ours_past_the_bound`).
@@ -137,9 +140,43 @@ impl Discarded {
         }
         if refused_past {
             let _ = replies.send(super::pieces::refused_past_reply(limit));
-            failed.extend(super::reader::fail_refused(shared, past, &broke.why()));
+            failed.extend(super::reader::fail_refused(shared, past, why));
         }
         failed
+    }
+
+    /// [`Discarded::rest_refused`] for a line over a bound (`broke`): each by [`refuse`].
+    pub(super) fn rest_over_bound(
+        rest: Vec<Vec<u8>>,
+        shared: &Shared,
+        broke: Limit,
+        replies: &mut Outbox,
+    ) -> Vec<Parsed> {
+        Self::rest_refused(rest, shared, &broke.why(), replies, |piece, replies| {
+            refuse(shared, Some(Head::read(piece)), broke, replies)
+        })
+    }
+
+    /// [`Discarded::rest_refused`] for a line that is no text (`reason`): each by the rule
+    /// the first is ([`Discarded::not_text`]), from its envelope: a request `-32700` under
+    /// the id its envelope tells without doubt, a response of ours failing its request.
+    pub(super) fn rest_not_text(
+        rest: Vec<Vec<u8>>,
+        shared: &Shared,
+        reason: &str,
+        replies: &mut Outbox,
+    ) -> Vec<Parsed> {
+        let why = format!("the response was refused as no text: {reason}");
+        Self::rest_refused(rest, shared, &why, replies, |piece, replies| {
+            let alone = Discarded {
+                began_as_json: piece.first() == Some(&b'{'),
+                head: Some(Head::read(piece)),
+                id: crate::jsonrpc::not_text_request_id(piece),
+                batch: None,
+                rest: Vec::new(),
+            };
+            alone.not_text(shared, reason.to_owned(), replies)
+        })
     }
 
     /// Handles a message over the size limit from its first bytes, by the rule every

@@ -346,7 +346,7 @@ fn take_frame(
             });
             failed.extend(discarded.oversized(shared, bytes, limit, replies));
             let broke = super::refused::Limit::Size { bytes, limit };
-            let rest = super::oversized::Discarded::rest_refused(rest, shared, broke, replies);
+            let rest = super::oversized::Discarded::rest_over_bound(rest, shared, broke, replies);
             failed.extend(rest);
             return deliver_refused(shared, failed, inbound, replies);
         }
@@ -361,15 +361,19 @@ fn take_frame(
             });
             failed.extend(discarded.over_budget(shared, bytes, limit, replies));
             let broke = super::refused::Limit::Budget { bytes, limit };
-            let rest = super::oversized::Discarded::rest_refused(rest, shared, broke, replies);
+            let rest = super::oversized::Discarded::rest_over_bound(rest, shared, broke, replies);
             failed.extend(rest);
             return deliver_refused(shared, failed, inbound, replies);
         }
         Frame::NotText { reason } => {
+            let mut discarded = discarded;
+            let rest = std::mem::take(&mut discarded.rest);
             let mut failed = discarded.batch_failures(shared, || {
                 format!("the batch holding it was refused as no text: {reason}")
             });
-            failed.extend(discarded.not_text(shared, reason, replies));
+            failed.extend(discarded.not_text(shared, reason.clone(), replies));
+            let others = super::oversized::Discarded::rest_not_text(rest, shared, &reason, replies);
+            failed.extend(others);
             return deliver_refused(shared, failed, inbound, replies);
         }
     };
