@@ -286,7 +286,8 @@ async fn unread_events_are_bounded_and_hold_back_the_next_dial() {
 /// retry, and its events end. Before, an invalid `HostConfig` was dialled and refused at
 /// every attempt, forever (the server dialled each time for a connect that could never
 /// succeed), and a zero `Backoff::initial` (or `max`) re-dialled a refusing server with no
-/// wait at all, a busy loop.
+/// wait at all, a busy loop; a wait under `Backoff::MIN_WAIT` (1 ms passed) a storm. The
+/// refusal's `attempt` is 0: nothing was dialled (it said 1).
 #[tokio::test(start_paused = true)]
 async fn an_unusable_config_or_backoff_is_refused_once_and_never_dialled() {
     let unusable_config = HostConfig {
@@ -301,6 +302,16 @@ async fn an_unusable_config_or_backoff_is_refused_once_and_never_dialled() {
     let cases = [
         (unusable_config, backoff(), "HostConfig.event_capacity"),
         (config(), zero_wait, "Backoff.initial"),
+        // Under the floor: a reconnect storm against a failing server, if not a busy loop.
+        (
+            config(),
+            Backoff {
+                initial: Duration::from_millis(1),
+                max: Duration::from_millis(99),
+                ..backoff()
+            },
+            "Backoff.MIN_WAIT",
+        ),
         (
             config(),
             Backoff {
@@ -319,7 +330,8 @@ async fn an_unusable_config_or_backoff_is_refused_once_and_never_dialled() {
                 error,
                 retry_in,
             }) => {
-                assert_eq!((attempt, retry_in), (1, None), "{error}");
+                // Nothing was dialled: no attempt to count.
+                assert_eq!((attempt, retry_in), (0, None), "{error}");
                 assert!(error.contains(named), "{named}: {error}");
             }
             other => panic!("{named}: unexpected {other:?}"),

@@ -54,25 +54,33 @@ impl Backoff {
         self.initial.saturating_mul(1u32 << doublings).min(self.max)
     }
 
+    /// The shortest wait a backoff may hold, `initial` and `max` alike: 100 ms, the default
+    /// `initial`. A supervisor re-dials a server that keeps failing at most ten times a
+    /// second, and only until the doubling takes the wait up towards `max`; under it, a
+    /// crowd of hosts whose server went down re-dials it in a storm as it comes back (a
+    /// zero wait is a busy loop).
+    pub const MIN_WAIT: Duration = Duration::from_millis(100);
+
     /// Every value of this backoff that cannot work, each naming its field, what it holds
     /// and what to write; empty when there is none. [`Supervisor::spawn`] refuses a backoff
-    /// with any before it dials. `initial` and `max` are at least 1 ms (a zero wait
-    /// re-dials a refusing server in a busy loop), `max` at least `initial` (the waits
-    /// would never grow), and `max_attempts`, when given, at least 1.
+    /// with any before it dials. `initial` and `max` are at least [`Backoff::MIN_WAIT`],
+    /// `max` at least `initial` (the waits would never grow), and `max_attempts`, when
+    /// given, at least 1.
     pub fn defects(&self) -> Vec<String> {
         let mut out = Vec::new();
-        let ms = Duration::from_millis(1);
-        if self.initial < ms {
+        let floor = Self::MIN_WAIT;
+        if self.initial < floor {
             out.push(format!(
-                "Backoff.initial is {:?}: give at least 1 ms (a zero wait re-dials a refusing \
-                 server in a busy loop; 100 ms by default)",
+                "Backoff.initial is {:?}: give at least {floor:?} (Backoff.MIN_WAIT: a shorter \
+                 wait re-dials a failing server in a storm, a zero one in a busy loop; 100 ms \
+                 by default)",
                 self.initial
             ));
         }
-        if self.max < self.initial.max(ms) {
+        if self.max < self.initial.max(floor) {
             out.push(format!(
-                "Backoff.max is {:?}, below Backoff.initial ({:?}) or 1 ms: give at least \
-                 initial (30 s by default)",
+                "Backoff.max is {:?}, below Backoff.initial ({:?}) or Backoff.MIN_WAIT \
+                 ({floor:?}): give at least both (30 s by default)",
                 self.max, self.initial
             ));
         }
@@ -109,9 +117,10 @@ pub enum SupervisorEvent {
     },
     /// Dialling or the handshake failed (or a connection ended before
     /// [`Backoff::reset_after`]); the next attempt comes after `retry_in`, or never when it
-    /// is `None` (the supervisor stops and the event stream ends).
+    /// is `None` (the supervisor stops and the event stream ends). A configuration or backoff
+    /// refused before any dial ([`Supervisor::spawn`]) is `attempt: 0`.
     Failed {
-        /// Consecutive failures so far.
+        /// Consecutive failures so far; 0 when nothing was dialled.
         attempt: u32,
         /// What failed.
         error: String,
@@ -172,8 +181,8 @@ impl Supervisor {
     /// needed (for example `|| transport::endpoint::connect(addr, None)`), and every
     /// transport gets its own [`HostSession::connect`] with `config`. A `config` or
     /// `backoff` that cannot work ([`HostConfig::defects`], [`Backoff::defects`]) is never
-    /// dialled: the first event is [`SupervisorEvent::Failed`] naming each defect, with no
-    /// retry, and the events end.
+    /// dialled: the first event is [`SupervisorEvent::Failed`] naming each defect, with
+    /// `attempt: 0` and no retry, and the events end.
     pub fn spawn<F, Fut, E>(dial: F, config: HostConfig, backoff: Backoff) -> Supervisor
     where
         F: Fn() -> Fut + Send + Sync + 'static,
@@ -231,7 +240,7 @@ async fn supervise(
     defects.extend(backoff.defects());
     if !defects.is_empty() {
         let failed = SupervisorEvent::Failed {
-            attempt: 1,
+            attempt: 0,
             error: format!("not dialled: {}", defects.join("; ")),
             retry_in: None,
         };
@@ -319,5 +328,27 @@ mod tests {
         // No overflow however long it has been failing.
         assert_eq!(b.delay(u32::MAX), Duration::from_secs(1));
         assert_eq!(b.delay(0), Duration::from_millis(100));
+    }
+
+    /// The floor: the default and a backoff at `MIN_WAIT` pass; a millisecond under it, in
+    /// `initial` or in `max`, is named.
+    #[test]
+    fn a_wait_under_the_floor_is_a_defect() {
+        assert!(Backoff::default().defects().is_empty());
+        let at = Backoff {
+            initial: Backoff::MIN_WAIT,
+            max: Backoff::MIN_WAIT,
+            ..Backoff::default()
+        };
+        assert!(at.defects().is_empty(), "{:?}", at.defects());
+        let under = Backoff::MIN_WAIT - Duration::from_millis(1);
+        let d = Backoff {
+            initial: under,
+            ..at
+        }
+        .defects();
+        assert!(d.len() == 1 && d[0].starts_with("Backoff.initial"), "{d:?}");
+        let d = Backoff { max: under, ..at }.defects();
+        assert!(d.len() == 1 && d[0].starts_with("Backoff.max"), "{d:?}");
     }
 }
