@@ -1995,13 +1995,14 @@ async fn an_inference_run_before_the_receipt_fails() {
     );
 }
 
-/// §11.2, §11.4: `stream` defaults to `false`, and chunks go only to a request with
+/// §11.2, §11.4: `stream` defaults to `false`, and §11.4 describes chunks for a request with
 /// `stream: true`. The checker's `inference/request` asks for no stream, so an
 /// `inference/chunk` the host sends is one nobody asked for; no check judged it, and a host
-/// streaming every answer passed. `host.chunks-only-when-streamed` now fails it; the host
-/// answering with the result alone passes.
+/// streaming every answer passed. `host.chunks-only-when-streamed` now warns on it (§11.2
+/// and §11.4 are descriptive, no MUST NOT backs a failure); the host answering with the
+/// result alone passes.
 #[tokio::test]
-async fn a_chunk_for_a_request_that_asked_for_no_stream_fails() {
+async fn a_chunk_for_a_request_that_asked_for_no_stream_warns() {
     let answer = |chunk: bool| {
         move |m: &Value| {
             Some(if m["method"] == "inference/request" {
@@ -2022,7 +2023,7 @@ async fn a_chunk_for_a_request_that_asked_for_no_stream_fails() {
     let report = report_path("unasked-chunk.json");
     let (_, doc) = raw_answering_host(&report, answer(true)).await;
     let c = check(&doc, "host.chunks-only-when-streamed");
-    assert_eq!(c["status"], "fail", "{doc:#}");
+    assert_eq!(c["status"], "warn", "{doc:#}");
     let d = c["detail"].as_str().unwrap_or_default();
     assert!(d.contains("inference/chunk") && d.contains("§11.4"), "{d}");
 

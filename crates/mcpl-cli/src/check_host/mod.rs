@@ -73,7 +73,7 @@ catalogue! {
     "host.grant-within-own-advertisement", "§5.2", "the grant names only paths the host itself advertises supporting (a warning)";
     "host.undeclared-use-refused", "§6.4", "a use the exercising feature set does not declare is refused with an error";
     "host.inference-follows-grant", "§5.4", "inference/request is refused with an error unless its set is allowed, and answered when it is";
-    "host.chunks-only-when-streamed", "§11.4", "no inference/chunk for an inference/request that asked for no stream (the checker's never sets stream: true; §11.2: it defaults to false)";
+    "host.chunks-only-when-streamed", "§11.4", "no inference/chunk for an inference/request that asked for no stream (the checker's never sets stream: true; §11.2: it defaults to false); a warning: §11.4 describes chunks for stream: true, and no MUST forbids them otherwise";
     "host.inference-result-shape", "§11.3", "an inference/request result carries the generated content as a string, finishReason from App. B.4";
     "host.requests-independent", "§6.6", "a ping sent while an earlier request is outstanding is answered within --timeout (no head-of-line blocking)";
     "host.survives-junk-line", "§4", "after one line that is not JSON, the host still answers a ping";
