@@ -231,6 +231,22 @@ fn a_push_tagged_with_no_feature_set_name_after_a_reduction_is_outside_it() {
     assert!(detail.contains("names no feature set"), "{detail}");
 }
 
+/// §6.5, §6.7: a hook answer after the reduction receipt that injects under a `featureSet`
+/// that is no string (the number 7) names no feature set, so none the reduction left
+/// enabled: it counts against `policy.reduction-respected`, as a push or an inference
+/// request so tagged does (one rule). Before, the reduction passed it ("none under a
+/// disabled set"). (The hooks.* checks judge the first hook answer, which was well formed.)
+#[test]
+fn a_hook_answer_tagged_with_no_feature_set_name_after_a_reduction_is_outside_it() {
+    let doc = fails_exactly("reduction-untagged-hook", &["policy.reduction-respected"]);
+    let d = detail(&doc, "policy.reduction-respected");
+    assert!(
+        d.contains("beforeInference injected 1 item(s) under a featureSet of type number"),
+        "{d}"
+    );
+    assert!(d.contains("names no feature set"), "{d}");
+}
+
 #[test]
 fn well_behaved_server_passes_every_check() {
     let (code, doc) = scripted("good");

@@ -537,16 +537,9 @@ impl Session {
             return;
         };
         let Some(fs) = tag.as_str() else {
-            // Names no feature set, so none the reduction left enabled (§6.5, §6.7); the
-            // narrowing's evidence counts named sets only, and the declared check's detail
-            // counts names under a disabled set, not this.
-            if self.reduction_answered {
-                let kind = mcpl::jsonrpc::json_type_name(tag);
-                self.reduction_violations.push(format!(
-                    "{} under a featureSet of type {kind}, which names no feature set",
-                    t.method
-                ));
-            }
+            // The narrowing's evidence counts named sets only, and the declared check's
+            // detail counts names under a disabled set, not this.
+            self.unnamed_after_reduction(t.method, tag);
             return;
         };
         if self.narrowing_read && self.pre_reduction_grant.is_none() {
@@ -592,6 +585,19 @@ impl Session {
         }
         if let Some(required) = policy::method_requirement(t.method, params) {
             self.note_use(fs.to_owned(), required);
+        }
+    }
+
+    /// The one rule for a server message (a push, an inference request, a hook answer that
+    /// injects) whose `featureSet` `tag` is present but no string: it names no feature set,
+    /// so none the reduction left enabled (§6.5, §6.7), and once the reduction is answered
+    /// it counts against `policy.reduction-respected`, `what` naming the message.
+    pub(super) fn unnamed_after_reduction(&mut self, what: &str, tag: &Value) {
+        if self.reduction_answered {
+            let kind = mcpl::jsonrpc::json_type_name(tag);
+            self.reduction_violations.push(format!(
+                "{what} under a featureSet of type {kind}, which names no feature set"
+            ));
         }
     }
 

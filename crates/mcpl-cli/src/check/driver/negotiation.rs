@@ -537,13 +537,17 @@ impl Session {
                     .get("contextInjections")
                     .and_then(Value::as_array)
                     .map_or(0, Vec::len);
-                // Only a set this reduction disabled is its concern; an unnamed or undeclared
-                // set is the hooks checks' finding.
-                let fs = r.get("featureSet").and_then(Value::as_str);
-                if let Some(fs) = fs.filter(|f| injected > 0 && self.reduced.contains(*f)) {
-                    self.reduction_violations.push(format!(
-                        "beforeInference injected {injected} item(s) under featureSet {fs:?}"
-                    ));
+                // A set this reduction disabled is its concern, and so is a featureSet that
+                // names none (no string; one rule with pushes and inference requests); a
+                // missing or undeclared one is the hooks checks' finding.
+                let what = format!("beforeInference injected {injected} item(s)");
+                match r.get("featureSet") {
+                    _ if injected == 0 => {}
+                    Some(Value::String(fs)) if self.reduced.contains(fs) => self
+                        .reduction_violations
+                        .push(format!("{what} under featureSet {fs:?}")),
+                    Some(tag) if !tag.is_string() => self.unnamed_after_reduction(&what, tag),
+                    _ => {}
                 }
             } else {
                 self.later_hook_answered(&params, reply);
