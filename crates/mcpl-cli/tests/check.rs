@@ -1596,6 +1596,31 @@ fn s6_7_notification_narrowing_is_judged_on_pushes_when_no_hook_exists() {
     );
 }
 
+/// §6.5, §6.7 (bc1e716's reading, pinned): a push whose `featureSet` is no string names no
+/// feature set. After the reduction receipt it counts against `policy.reduction-respected`
+/// (outside every grant), but it is no evidence that the server narrowed: a server whose
+/// only traffic after the narrowing Notification is such pushes leaves
+/// `policy.notification-narrowing-respected` skipped (nothing under a named set to judge),
+/// where counting them passed it.
+#[test]
+fn s6_7_a_push_naming_no_set_is_no_narrowing_evidence_but_breaks_the_reduction() {
+    let doc = fails_exactly(
+        "push-only-untagged",
+        &["push.event-shape", "policy.reduction-respected"],
+    );
+    let narrowing = "policy.notification-narrowing-respected";
+    assert!(ids_with(&doc, "skip").contains(narrowing), "{doc:#}");
+    assert!(
+        detail(&doc, narrowing).contains("nothing feature-set-tagged came after it"),
+        "{doc:#}"
+    );
+    let d = detail(&doc, "policy.reduction-respected");
+    assert!(
+        d.contains("push/event under a featureSet of type number"),
+        "{d}"
+    );
+}
+
 /// §8: without `mcpl/manifest`, the unknown-member probe repeats a request the server
 /// answers (`tools/list` here).
 #[test]
