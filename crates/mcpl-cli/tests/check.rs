@@ -1342,6 +1342,7 @@ fn reference_server_passes_every_check() {
             "rpc.methods-direction",
             // MCP: each of its requests has an id of its own.
             "rpc.request-ids-unique",
+            "rpc.in-flight-ids-unique",
             "lifecycle.defensive",
             "hooks.answers-without-observe",
             "hooks.injection-positions",

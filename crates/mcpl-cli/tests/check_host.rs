@@ -162,6 +162,7 @@ async fn the_library_host_passes_every_check() {
         // §4: every frame it writes is JSON-RPC 2.0, each request under its own id.
         "host.frames-valid",
         "host.request-ids-unique",
+        "host.in-flight-ids-unique",
         // MCP's lifecycle: notifications/initialized after initialize.
         "host.initialized-sent",
         // §8: it goes on after an initialize answer carrying members no spec defines.
@@ -283,7 +284,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 45, "{text}");
+    assert_eq!(text.lines().count(), 46, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -294,7 +295,7 @@ fn list_and_usage_errors() {
 }
 
 /// A listener that cannot start is one error line, as `mcpl check` says an unreachable
-/// server, not that line after 45 SKIP lines of checks that never ran; `--json` still
+/// server, not that line after 46 SKIP lines of checks that never ran; `--json` still
 /// carries the whole report with its `error`.
 #[test]
 fn a_listener_that_cannot_start_is_one_error_line() {
@@ -314,7 +315,7 @@ fn a_listener_that_cannot_start_is_one_error_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     let doc: Value = serde_json::from_str(err.lines().next().unwrap()).unwrap();
-    assert_eq!(doc["summary"]["skip"], 45, "{doc}");
+    assert_eq!(doc["summary"]["skip"], 46, "{doc}");
     assert!(
         doc["error"].as_str().unwrap().contains("cannot listen"),
         "{doc}"
@@ -751,6 +752,7 @@ async fn a_host_without_a_policy_gets_every_probe_judged() {
     passed.insert("host.responses-once".to_owned());
     passed.insert("host.frames-valid".to_owned());
     passed.insert("host.request-ids-unique".to_owned());
+    passed.insert("host.in-flight-ids-unique".to_owned());
     passed.insert("host.initialized-sent".to_owned());
     // Its ping answered with an empty result, as MCP asks.
     passed.insert("host.ping-answered".to_owned());

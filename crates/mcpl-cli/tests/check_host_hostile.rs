@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (45 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (46 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 45 * 6 * 512 + 4096,
+        text.len() < 46 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 45, "{doc:#}");
+    assert_eq!(checks.len(), 46, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -2149,4 +2149,34 @@ async fn s11_3_optional_result_members_written_null_are_absent() {
             assert!(!d.contains(said), "{said}: {d}");
         }
     }
+}
+
+/// MCP's base protocol: a request id is not reused while its request is in flight. A host
+/// sending two `ping`s under one id in one batch, the first unanswered when the second is
+/// read, fails `host.in-flight-ids-unique` (the checker's peer refuses the second `-32600`,
+/// the library's rule, which no check reported); before, only `host.request-ids-unique`
+/// warned. A host whose requests each have their own id passes it.
+#[tokio::test]
+async fn a_host_reusing_an_id_in_flight_fails() {
+    let twin = json!([
+        { "jsonrpc": "2.0", "id": "dup", "method": "ping" },
+        { "jsonrpc": "2.0", "id": "dup", "method": "ping" }
+    ]);
+    let head = format!(
+        "{}{INITIALIZED}{}{}",
+        initialize(json!(1)),
+        policy_request(),
+        line(&twin)
+    );
+    let report = report_path("in-flight-reuse.json");
+    let (_, doc) = raw_scripted_host(&report, head, |m| Some(refusing_answer(m, -32002))).await;
+    let c = check(&doc, "host.in-flight-ids-unique");
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(d.starts_with("1 of ") && d.contains(r#""dup""#), "{d}");
+
+    let report = report_path("no-in-flight-reuse.json");
+    let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32002))).await;
+    let c = check(&doc, "host.in-flight-ids-unique");
+    assert_eq!(c["status"], "pass", "{doc:#}");
 }

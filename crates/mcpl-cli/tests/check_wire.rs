@@ -887,3 +887,57 @@ fn two_messages_on_one_line_fail_the_framing_check() {
     let doc = check_script(&script);
     assert_eq!(status(&doc, "transport.frames-valid"), "fail", "{doc:#}");
 }
+
+/// MCP's base protocol: a request id is not reused while its request is in flight (JSON-RPC
+/// 2.0 §5 pairs an answer with its request by id alone). A server sending two `ping`s under
+/// one id in one batch, the first unanswered when the second is read, fails
+/// `rpc.in-flight-ids-unique`, and the second is refused `-32600` (as the library's peer and
+/// host refuse it), never run; the first is answered. Before, nothing failed (only
+/// `rpc.request-ids-unique` warned) and both were answered `{}` under the one id.
+#[test]
+fn a_request_under_an_id_still_in_flight_fails_and_is_refused() {
+    let dir = std::env::temp_dir().join(format!("mcpl-check-wire-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let seen = dir.join("in-flight-seen.txt");
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; \
+         printf '%s\\n' '[{{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}},{{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}}]'; \
+         exec cat > '{}'",
+        seen.display()
+    );
+    let doc = check_script(&script);
+    assert_eq!(status(&doc, "rpc.in-flight-ids-unique"), "fail", "{doc:#}");
+    let d = detail(&doc, "rpc.in-flight-ids-unique");
+    assert!(
+        d.starts_with("1 of 2 request(s)") && d.contains(r#""p""#),
+        "{d}"
+    );
+    let written = std::fs::read_to_string(&seen).unwrap();
+    let batch: Vec<Value> = written
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|v| v.as_array().cloned())
+        .unwrap_or_else(|| panic!("no batch answer in {written}"));
+    assert_eq!(batch.len(), 2, "{batch:?}");
+    assert_eq!(batch[0]["result"], serde_json::json!({}), "{batch:?}");
+    assert_eq!(batch[1]["error"]["code"], -32600, "{batch:?}");
+    assert!(batch.iter().all(|a| a["id"] == "p"), "{batch:?}");
+}
+
+/// The same id used again once its request was answered is MCP's session rule broken
+/// (`rpc.request-ids-unique` warns), not a reuse in flight: the server pings under `q`,
+/// reads the answer, and pings under `q` again; `rpc.in-flight-ids-unique` passes and the
+/// second ping is answered `{}`.
+#[test]
+fn an_id_used_again_after_its_answer_is_no_reuse_in_flight() {
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; \
+         printf '%s\\n' '{{\"jsonrpc\":\"2.0\",\"id\":\"q\",\"method\":\"ping\"}}'; \
+         while read l; do case \"$l\" in *'\"id\":\"q\"'*) break;; esac; done; \
+         printf '%s\\n' '{{\"jsonrpc\":\"2.0\",\"id\":\"q\",\"method\":\"ping\"}}'; \
+         exec cat > /dev/null"
+    );
+    let doc = check_script(&script);
+    assert_eq!(status(&doc, "rpc.in-flight-ids-unique"), "pass", "{doc:#}");
+    assert_eq!(status(&doc, "rpc.request-ids-unique"), "warn", "{doc:#}");
+}

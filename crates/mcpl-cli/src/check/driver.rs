@@ -143,6 +143,8 @@ struct Session {
     registered: BTreeSet<String>,
     /// The ids of the requests the server sent on this connection (`rpc.request-ids-unique`).
     request_ids: crate::check::ids::RequestIds,
+    /// The server's requests the checker has not answered yet (`rpc.in-flight-ids-unique`).
+    in_flight: crate::check::ids::InFlightIds,
     /// Non-JSON frames: the first few, and how many.
     junk: Sample,
     /// Messages repeating a member name (RFC 8259 §4, I-JSON): the first few, and how many.
@@ -355,6 +357,7 @@ impl Session {
             channels: mcpl::session::ChannelTable::default(),
             registered: BTreeSet::new(),
             request_ids: crate::check::ids::RequestIds::default(),
+            in_flight: crate::check::ids::InFlightIds::default(),
             junk: Sample::default(),
             repeated: Sample::default(),
             marked: 0,

@@ -8,6 +8,9 @@
 //! receiver cannot place: the check warns. Bounded: at most [`MAX_IDS_KEPT`] ids, each at most
 //! [`MAX_ID_TEXT`] bytes as written (a longer one is not remembered); past the bound further
 //! ids are not remembered, so their reuse goes unseen.
+//!
+//! `rpc.in-flight-ids-unique` and `host.in-flight-ids-unique` ([`InFlightIds`]) fail the
+//! stricter case: a request under the id of one still unanswered.
 
 use std::collections::HashSet;
 
@@ -73,6 +76,83 @@ impl RequestIds {
     }
 }
 
+/// `rpc.in-flight-ids-unique` (`mcpl check`) and `host.in-flight-ids-unique`
+/// (`mcpl check-host`): the ids of the other side's requests the checker has not answered
+/// yet, and the requests that came under one of them.
+///
+/// Reading: MCP's base protocol has ids unique per session, and JSON-RPC 2.0 §5 pairs a
+/// response with its request by id alone, so two requests in flight under one id cannot both
+/// be answered where the sender can tell the answers apart; unlike a reuse after the answer
+/// (`*.request-ids-unique`, a warning) it fails. "In flight" is as the checker sees it: its
+/// answer not yet written when the second request is read (a batch gathered, an answer held
+/// on purpose). Bounded as [`RequestIds`]: at most [`MAX_IDS_KEPT`] open ids, each at most
+/// [`MAX_ID_TEXT`] bytes.
+#[derive(Debug, Default)]
+pub(crate) struct InFlightIds {
+    open: HashSet<String>,
+    requests: u64,
+    reused: u64,
+    first: Option<String>,
+}
+
+impl InFlightIds {
+    /// Notes one request under `id`, now in flight; `true` (and counted) when a request
+    /// under `id` was already in flight.
+    pub(crate) fn opened(&mut self, id: &RequestId) -> bool {
+        let text = id.to_string();
+        if self.open.contains(&text) {
+            self.reused(id);
+            return true;
+        }
+        self.requests = self.requests.saturating_add(1);
+        if text.len() <= MAX_ID_TEXT && self.open.len() < MAX_IDS_KEPT {
+            self.open.insert(text);
+        }
+        false
+    }
+
+    /// Notes one request that is not tracked (its sender's library tracks it), counted only.
+    pub(crate) fn counted(&mut self) {
+        self.requests = self.requests.saturating_add(1);
+    }
+
+    /// The request under `id` was answered: no longer in flight.
+    pub(crate) fn closed(&mut self, id: &RequestId) {
+        self.open.remove(&id.to_string());
+    }
+
+    /// Counts one request that came under `id` while a request under `id` was in flight.
+    pub(crate) fn reused(&mut self, id: &RequestId) {
+        self.requests = self.requests.saturating_add(1);
+        self.reused = self.reused.saturating_add(1);
+        if self.first.is_none() {
+            self.first = Some(id.to_string().chars().take(QUOTED_CHARS).collect());
+        }
+    }
+
+    /// The verdict on the connection, `who` being the other side: `None` when it sent no
+    /// request.
+    pub(crate) fn verdict(&self, who: &str) -> Option<(Status, String)> {
+        match (&self.first, self.requests) {
+            (_, 0) => None,
+            (Some(first), n) => Some((
+                Status::Fail,
+                format!(
+                    "{} of {n} request(s) came under the id of a request the {who} sent \
+                     earlier that the checker had not answered yet (MCP: an id is never reused \
+                     while in flight; JSON-RPC 2.0 §5 pairs an answer by id alone), the \
+                     first {first}; refused -32600",
+                    self.reused
+                ),
+            )),
+            (None, n) => Some((
+                Status::Pass,
+                format!("{n} request(s), none under the id of one still unanswered"),
+            )),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,5 +184,31 @@ mod tests {
         }
         assert_eq!(ids.seen.len(), MAX_IDS_KEPT);
         assert_eq!(ids.verdict("server").map(|v| v.0), Some(Status::Pass));
+    }
+
+    /// An id reused once its request was answered is no in-flight reuse; one reused while
+    /// its request is open fails, quoting it; the open set stays within its bound.
+    #[test]
+    fn an_id_reused_in_flight_fails_and_one_reused_after_its_answer_does_not() {
+        let mut ids = InFlightIds::default();
+        assert_eq!(ids.verdict("server"), None);
+        let p = RequestId::String("p".into());
+        assert!(!ids.opened(&p));
+        ids.closed(&p);
+        assert!(!ids.opened(&p));
+        assert_eq!(ids.verdict("server").map(|v| v.0), Some(Status::Pass));
+        assert!(ids.opened(&p));
+        let (status, d) = ids
+            .verdict("server")
+            .unwrap_or((Status::Skip, String::new()));
+        assert_eq!(status, Status::Fail);
+        assert!(
+            d.starts_with("1 of 3 request(s)") && d.contains("\"p\""),
+            "{d}"
+        );
+        for i in 0..(MAX_IDS_KEPT as i64 + 10) {
+            ids.opened(&RequestId::Number(i.into()));
+        }
+        assert_eq!(ids.open.len(), MAX_IDS_KEPT);
     }
 }

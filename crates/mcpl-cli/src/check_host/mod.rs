@@ -95,6 +95,7 @@ catalogue! {
     "host.register-duplicate-id", "§14.2", "a channels/register naming one channel id in two descriptors is refused with an error, or answered with one result per descriptor accepting at most one of them";
     "host.frames-valid", "§4", "every frame the host writes is a JSON-RPC 2.0 message (a line that is not JSON, a frame that does not parse, an invalid message fail)";
     "host.request-ids-unique", "§4", "no request the host sends reuses an id it sent before on the connection (MCP: never within a session; a warning)";
+    "host.in-flight-ids-unique", "§4", "no request the host sends comes under the id of one of its requests the checker has not answered yet (MCP: never while in flight; refused -32600)";
     "host.initialized-sent", "§4", "after initialize, the host sends notifications/initialized (MCP's lifecycle: the client MUST)";
     "host.unknown-fields-tolerated", "§8", "the host goes on after the checker's initialize (and tools/list) answer carries members no spec defines: it does not end the connection, answer an error under id null, or fall silent (§8: hosts MUST tolerate unknown response fields)";
     "host.advertisement-shape", "§5.2", "experimental.mcpl mirrors the server's capability shape (§5.1): a member outside the vocabulary or one that advertises nothing warns (`channels: true` is §5.1's shorthand for every leaf)";

@@ -4,6 +4,10 @@
 //! - `host.request-ids-unique`: MCP, over which §4 carries MCPL, says a request id MUST NOT
 //!   have been used before by the requestor within the session ([`crate::check::ids`], as
 //!   `mcpl check` judges a server; a warning).
+//! - `host.in-flight-ids-unique`: a request under the id of one of the host's requests the
+//!   checker has not answered yet ([`crate::check::ids::InFlightIds`]). The checker's peer
+//!   refuses it (`-32600`, the library's rule) and says so as a diagnostic, so it is counted
+//!   from there ([`Run::id_in_use`]); a fail.
 //! - `host.initialized-sent`: MCP's lifecycle has the client send
 //!   `notifications/initialized` after a successful `initialize` (a MUST). Reading: judged
 //!   whenever the host sent `initialize` (the checker answers it with a result), on whether
@@ -16,7 +20,7 @@ use mcpl::protocol::handshake::{Initialize, Initialized};
 use mcpl::protocol::Method;
 
 use super::session::Run;
-use crate::check::ids::RequestIds;
+use crate::check::ids::{InFlightIds, RequestIds};
 use crate::check::report::Status;
 
 /// `host.initialized-sent`.
@@ -27,6 +31,8 @@ const INITIALIZED_SENT: &str = "host.initialized-sent";
 pub(super) struct Seen {
     /// The ids of the host's requests.
     request_ids: RequestIds,
+    /// The host's requests that came under the id of one still in flight.
+    in_flight: InFlightIds,
     /// The host sent `initialize` (as a Request).
     initialize: bool,
     /// How many `notifications/initialized` the host sent (with or without an id).
@@ -37,6 +43,7 @@ impl Seen {
     fn note(&mut self, method: &str, id: Option<&RequestId>) {
         if let Some(id) = id {
             self.request_ids.note(id);
+            self.in_flight.counted();
             self.initialize |= method == Initialize::NAME;
         }
         if method == Initialized::NAME {
@@ -56,10 +63,19 @@ impl Run {
         m
     }
 
+    /// A request of the host's under `id` that the peer refused, a request under `id` being
+    /// in flight still (its diagnostic).
+    pub(super) fn id_in_use(&mut self, id: &RequestId) {
+        self.seen.in_flight.reused(id);
+    }
+
     /// Records the checks [`Seen`] judges, from what came during the run.
     pub(super) fn conclude_seen(&mut self) {
         if let Some((status, d)) = self.seen.request_ids.verdict("host") {
             self.record("host.request-ids-unique", status, d);
+        }
+        if let Some((status, d)) = self.seen.in_flight.verdict("host") {
+            self.record("host.in-flight-ids-unique", status, d);
         }
         match (self.seen.initialize, self.seen.initialized) {
             (false, _) => {}

@@ -309,6 +309,15 @@ impl Run {
             match d {
                 Diagnostic::Oversized { .. } => *oversized += 1,
                 Diagnostic::Dropped { count } => *lost = lost.saturating_add(count),
+                // MCP: an id is not reused while in flight; the peer refused it.
+                Diagnostic::InvalidMessage {
+                    id: Some(id),
+                    reason,
+                    answered: true,
+                } if reason == mcpl::jsonrpc::InvalidMessage::id_in_use(id.clone()).reason => {
+                    *other += 1;
+                    self.id_in_use(&id);
+                }
                 Diagnostic::InvalidMessage {
                     id: Some(id),
                     reason,

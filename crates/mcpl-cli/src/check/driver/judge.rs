@@ -465,6 +465,15 @@ impl Session {
             }
             None => {}
         }
+        let in_flight = "rpc.in-flight-ids-unique";
+        match self.in_flight.verdict("server") {
+            Some((status, d)) => self.rec.record(in_flight, status, d),
+            None if first => {
+                let d = "the server sent no request";
+                self.rec.record(in_flight, Status::Skip, d);
+            }
+            None => {}
+        }
         let direction = "rpc.methods-direction";
         let against_reading = self.foreign.describe_against_reading("server");
         match (self.foreign.describe_wrong_way("server"), against_reading) {

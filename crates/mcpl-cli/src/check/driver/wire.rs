@@ -450,7 +450,19 @@ impl Session {
         }
     }
 
+    /// Sends `msg`, an answer or a batch of answers: the requests it answers are no longer
+    /// in flight.
     pub(super) fn answer_now(&mut self, msg: Value) {
+        let answers = match &msg {
+            Value::Array(a) => &a[..],
+            one => std::slice::from_ref(one),
+        };
+        for id in answers
+            .iter()
+            .filter_map(|a| a.get("id").and_then(RequestId::from_value))
+        {
+            self.in_flight.closed(&id);
+        }
         self.send(&msg);
     }
 
@@ -473,6 +485,8 @@ impl Session {
         if let Some(id) = &id {
             self.request_ids.note(id);
         }
+        // MCP: an id is not reused while its request is in flight (`rpc.in-flight-ids-unique`).
+        let in_use = id.as_ref().is_some_and(|id| self.in_flight.opened(id));
         // §4.1: a notification-only method carries no id (mcpl/manifestChanged has its own
         // check, manifest.changed-is-notification).
         if method != ManifestChanged::NAME && vocabulary::notification_only(method) {
@@ -660,6 +674,13 @@ impl Session {
             }
             return;
         };
+        if in_use {
+            // Refused, never run, as the library's peer and host refuse it (JSON-RPC 2.0 §5:
+            // its answer cannot be told from the earlier one's; this one is -32600).
+            let refusal = mcpl::jsonrpc::InvalidMessage::id_in_use(id.clone()).answer_error();
+            self.answer(&id, Err(refusal));
+            return;
+        }
         let outcome = self.reply_to(method, params.as_ref());
         if method == InferenceRequest::NAME {
             // §10.7: held while a judged hook is outstanding, unless a batch's answers are
