@@ -845,6 +845,30 @@ async fn a_line_the_host_left_unfinished_is_quoted() {
     assert!(d.contains(r#"\"method\":\"featureSets/upd"#), "{d}");
 }
 
+/// A host that writes part of its `initialize` (no newline) and then stalls: the run's
+/// error quotes what the host left unfinished, as the policy's wait does, where it said only
+/// "the host sent no initialize request within 1.0 s" (hunt: the bytes were in no frame).
+#[tokio::test]
+async fn an_initialize_left_unfinished_is_quoted() {
+    let report = report_path("unfinished-initialize.json");
+    let (child, mut stdin, mut stdout) = spawn_raw(&report);
+    let written =
+        tokio::spawn(async move { tokio::io::copy(&mut stdout, &mut tokio::io::sink()).await });
+    stdin
+        .write_all(br#"{"jsonrpc":"2.0","id":1,"method":"initia"#)
+        .await
+        .unwrap();
+    stdin.flush().await.unwrap();
+    let (code, doc) = report_of(child, &report).await;
+    drop(stdin);
+    written.abort();
+    assert_eq!(code, 2, "{doc:#}");
+    let e = doc["error"].as_str().unwrap_or_default();
+    assert!(e.contains("no initialize request within"), "{e}");
+    assert!(e.contains("unfinished"), "{e}");
+    assert!(e.contains(r#"\"method\":\"initia"#), "{e}");
+}
+
 /// A host that answers the unknown-method probe with a line the connection cannot read (an
 /// error whose `data` is `1e400`, past a 64-bit float): the check says the answer came and
 /// could not be read, naming the parser's error, where it said only "no response within the

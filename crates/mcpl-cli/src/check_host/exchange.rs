@@ -96,9 +96,12 @@ impl Run {
                     }
                     let why = match self.gone() {
                         Some(g) => format!("the host sent no initialize request: {g}{discarded}"),
+                        // What the host left unfinished is quoted, as the policy's wait
+                        // quotes it.
                         None => format!(
-                            "the host sent no initialize request within {}{discarded}",
-                            secs(self.bounds.step)
+                            "the host sent no initialize request within {}{discarded}{}",
+                            secs(self.bounds.step),
+                            self.left_unfinished()
                         ),
                     };
                     self.unfinished = Some(why);
