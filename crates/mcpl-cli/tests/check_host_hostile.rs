@@ -2178,7 +2178,8 @@ async fn s11_3_optional_result_members_written_null_are_absent() {
 /// MCP's base protocol: a request id is not reused while its request is in flight. A host
 /// sending two `ping`s under one id in one batch, the first unanswered when the second is
 /// read, fails `host.in-flight-ids-unique` (the checker's peer refuses the second `-32600`,
-/// the library's rule, which no check reported); before, only `host.request-ids-unique`
+/// the library's rule, which no check reported, but `host.frames-valid` counted it as a
+/// frame that is no JSON-RPC 2.0, which it is); before, only `host.request-ids-unique`
 /// warned. A host whose requests each have their own id passes it.
 #[tokio::test]
 async fn a_host_reusing_an_id_in_flight_fails() {
@@ -2198,6 +2199,9 @@ async fn a_host_reusing_an_id_in_flight_fails() {
     assert_eq!(c["status"], "fail", "{doc:#}");
     let d = c["detail"].as_str().unwrap_or_default();
     assert!(d.starts_with("1 of ") && d.contains(r#""dup""#), "{d}");
+    // The frame is JSON-RPC 2.0 all the same: one defect, one finding.
+    let c = check(&doc, "host.frames-valid");
+    assert_eq!(c["status"], "pass", "{doc:#}");
 
     let report = report_path("no-in-flight-reuse.json");
     let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32002))).await;

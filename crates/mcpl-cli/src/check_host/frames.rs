@@ -10,7 +10,9 @@
 //! the partial-message budget, the parsed cost, the batch size) is no proof the host broke
 //! JSON-RPC, and a response under an id the checker never sent (`id: null` included: the
 //! host's `-32700` to the checker's junk line is one) is valid JSON-RPC; neither counts
-//! here. Diagnostics the stream dropped (its capacity is 16) are not counted either: the
+//! here; nor does a request the peer refused because its id is in use by one still in
+//! flight (valid JSON-RPC, judged by `host.in-flight-ids-unique`). Diagnostics the stream
+//! dropped (its capacity is 16) are not counted either: the
 //! count is of the frames reported, a floor.
 
 use mcpl::peer::Diagnostic;
@@ -34,6 +36,10 @@ impl NotRpc {
 
     /// Notes `d` when it reports a frame of the host's that is not JSON-RPC 2.0.
     pub(super) fn note(&mut self, d: &Diagnostic) {
+        // A reused id (valid JSON-RPC): `host.in-flight-ids-unique`'s finding alone.
+        if super::seen::refused_in_use(d).is_some() {
+            return;
+        }
         let said = match d {
             Diagnostic::JunkLine { excerpt } => {
                 format!("a line that is not JSON: {:?}", capped(excerpt.clone(), 80))

@@ -15,7 +15,7 @@
 //!   host that sent no `initialize` is not judged here (its run ends there, said once).
 
 use mcpl::jsonrpc::RequestId;
-use mcpl::peer::IncomingMessage;
+use mcpl::peer::{Diagnostic, IncomingMessage};
 use mcpl::protocol::handshake::{Initialize, Initialized};
 use mcpl::protocol::Method;
 
@@ -49,6 +49,20 @@ impl Seen {
         if method == Initialized::NAME {
             self.initialized = self.initialized.saturating_add(1);
         }
+    }
+}
+
+/// The id of the host's request `d` reports refused because a request under that id is in
+/// flight still (the peer's `-32600`, [`mcpl::jsonrpc::InvalidMessage::id_in_use`]), else
+/// `None`: the one reading of that diagnostic.
+pub(super) fn refused_in_use(d: &Diagnostic) -> Option<&RequestId> {
+    match d {
+        Diagnostic::InvalidMessage {
+            id: Some(id),
+            reason,
+            answered: true,
+        } if *reason == mcpl::jsonrpc::InvalidMessage::id_in_use(id.clone()).reason => Some(id),
+        _ => None,
     }
 }
 

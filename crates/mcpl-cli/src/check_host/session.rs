@@ -305,19 +305,14 @@ impl Run {
     pub(super) fn read_diagnostics(&mut self) {
         while let Some(d) = self.diagnostics.try_recv() {
             self.not_rpc.note(&d);
+            // MCP: an id is not reused while in flight; the peer refused it.
+            if let Some(id) = super::seen::refused_in_use(&d) {
+                self.id_in_use(id);
+            }
             let (oversized, other, lost) = &mut self.discards;
             match d {
                 Diagnostic::Oversized { .. } => *oversized += 1,
                 Diagnostic::Dropped { count } => *lost = lost.saturating_add(count),
-                // MCP: an id is not reused while in flight; the peer refused it.
-                Diagnostic::InvalidMessage {
-                    id: Some(id),
-                    reason,
-                    answered: true,
-                } if reason == mcpl::jsonrpc::InvalidMessage::id_in_use(id.clone()).reason => {
-                    *other += 1;
-                    self.id_in_use(&id);
-                }
                 Diagnostic::InvalidMessage {
                     id: Some(id),
                     reason,
