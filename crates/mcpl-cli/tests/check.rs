@@ -616,6 +616,21 @@ fn mcp_a_request_id_reused_within_the_session_warns() {
     assert_eq!(ids_with(&doc, "warn"), set(&[]), "{doc:#}");
 }
 
+/// MCP's base protocol: an id is not reused while its request is in flight. The same two
+/// pushes under `s-push` in one batch (the first unanswered when the second is read) fail
+/// `rpc.in-flight-ids-unique`, beside `rpc.request-ids-unique`'s warning; sent one after the
+/// other (`reused-ids`, above) they only warn.
+#[test]
+fn mcp_a_request_id_reused_in_flight_fails() {
+    let doc = fails_exactly("reused-ids-in-flight", &["rpc.in-flight-ids-unique"]);
+    assert!(
+        ids_with(&doc, "warn").contains("rpc.request-ids-unique"),
+        "{doc:#}"
+    );
+    let d = detail(&doc, "rpc.in-flight-ids-unique");
+    assert!(d.starts_with("1 of ") && d.contains("s-push"), "{d}");
+}
+
 /// §6.6: a request bearing an id is answered, never met with silence. The checker fences its
 /// listening windows with `ping`s whose answers it does not judge, so a server that ignored
 /// every `ping` and answered all else got a clean report (exit 0). Its own check now.
