@@ -2208,3 +2208,30 @@ async fn a_host_reusing_an_id_in_flight_fails() {
     let c = check(&doc, "host.in-flight-ids-unique");
     assert_eq!(c["status"], "pass", "{doc:#}");
 }
+
+/// A host writing a notification over the checker's 1 MiB message limit: the frame is
+/// discarded unread, no proof either way of JSON-RPC (`host.frames-valid`'s reading), yet
+/// the report said nothing of it (hunt: "each of N frame(s) was a JSON-RPC 2.0 message",
+/// N counting only the frames read). The check's detail now says how many were discarded
+/// unread and why; its verdict is unchanged.
+#[tokio::test]
+async fn a_frame_over_the_limit_is_said_where_frames_are_judged() {
+    let big = json!({ "jsonrpc": "2.0", "method": "notifications/message",
+                      "params": { "level": "info", "data": "a".repeat(2 * 1024 * 1024) } });
+    let head = format!(
+        "{}{INITIALIZED}{}{}",
+        initialize(json!(1)),
+        policy_request(),
+        line(&big)
+    );
+    let report = report_path("oversized-notification.json");
+    let (_, doc) = raw_scripted_host(&report, head, |m| Some(refusing_answer(m, -32002))).await;
+    let c = check(&doc, "host.frames-valid");
+    assert_eq!(c["status"], "pass", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(
+        d.contains("1 frame(s) over the checker's 1048576-byte message limit")
+            && d.contains("discarded unread"),
+        "{d}"
+    );
+}

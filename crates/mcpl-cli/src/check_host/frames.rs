@@ -10,7 +10,7 @@
 //! the partial-message budget, the parsed cost, the batch size) is no proof the host broke
 //! JSON-RPC, and a response under an id the checker never sent (`id: null` included: the
 //! host's `-32700` to the checker's junk line is one) is valid JSON-RPC; neither counts
-//! here; nor does a request the peer refused because its id is in use by one still in
+//! here (the detail says how many frames were discarded unread for their size); nor does a request the peer refused because its id is in use by one still in
 //! flight (valid JSON-RPC, judged by `host.in-flight-ids-unique`). Diagnostics the stream
 //! dropped (its capacity is 16) are not counted either: the
 //! count is of the frames reported, a floor.
@@ -26,9 +26,10 @@ use crate::check::report::Status;
 pub(super) const ID: &str = "host.frames-valid";
 
 /// The host's frames that are not JSON-RPC 2.0: how many, the first [`NotRpc::KEPT`]
-/// described.
+/// described; and how many the transport discarded unread for their size (said in the
+/// detail, judged neither way).
 #[derive(Debug, Default)]
-pub(super) struct NotRpc(Tally<{ NotRpc::KEPT }>);
+pub(super) struct NotRpc(Tally<{ NotRpc::KEPT }>, u64);
 
 impl NotRpc {
     /// How many are described in the report.
@@ -38,6 +39,10 @@ impl NotRpc {
     pub(super) fn note(&mut self, d: &Diagnostic) {
         // A reused id (valid JSON-RPC): `host.in-flight-ids-unique`'s finding alone.
         if super::seen::refused_in_use(d).is_some() {
+            return;
+        }
+        if let Diagnostic::Oversized { .. } = d {
+            self.1 = self.1.saturating_add(1);
             return;
         }
         let said = match d {
@@ -68,16 +73,25 @@ impl Run {
     /// when none was read.
     pub(super) fn conclude_frames(&mut self, frames: u64) {
         let seen = &self.not_rpc.0;
+        // Frames too large to read are no proof either way, but not passed over unsaid.
+        let unread = match self.not_rpc.1 {
+            0 => String::new(),
+            n => format!(
+                "; {n} frame(s) over the checker's {}-byte message limit were discarded \
+                 unread, neither judged here",
+                super::MAX_MESSAGE
+            ),
+        };
         let detail = match seen.count() {
-            0 if frames == 0 => return,
+            0 if frames == 0 && unread.is_empty() => return,
             0 => {
-                let d = format!("each of {frames} frame(s) was a JSON-RPC 2.0 message");
+                let d = format!("each of {frames} frame(s) was a JSON-RPC 2.0 message{unread}");
                 self.record(ID, Status::Pass, d);
                 return;
             }
             n => format!(
                 "{n} frame(s) that are not JSON-RPC 2.0 messages (§4: all messages use \
-                 JSON-RPC 2.0){}: {}",
+                 JSON-RPC 2.0){}: {}{unread}",
                 match seen.cut() {
                     Some(kept) => format!(", the first {kept} shown"),
                     None => String::new(),
