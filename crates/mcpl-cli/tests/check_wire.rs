@@ -941,3 +941,46 @@ fn an_id_used_again_after_its_answer_is_no_reuse_in_flight() {
     assert_eq!(status(&doc, "rpc.in-flight-ids-unique"), "pass", "{doc:#}");
     assert_eq!(status(&doc, "rpc.request-ids-unique"), "warn", "{doc:#}");
 }
+
+/// A batch past the library's `peer::DEFAULT_MAX_BATCH_ENTRIES` (1,024): a library host
+/// refuses it whole, one `-32600` under id null with `data: {limit, count}`, no entry
+/// handled. The checker, a strict host, handled every entry and built every answer (hunt:
+/// 100,000 pings in one batch took it past 220 MiB); it now refuses it as the library does
+/// and says so under `transport.frames-valid`, as it says its other bounds. A batch of
+/// 1,024 is still answered entry by entry.
+#[test]
+fn a_batch_past_the_library_bound_is_refused_whole() {
+    let dir = std::env::temp_dir().join(format!("mcpl-check-wire-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for count in [1025usize, 1024] {
+        let seen = dir.join(format!("batch-{count}.txt"));
+        let pings: Vec<String> = (0..count)
+            .map(|i| format!(r#"{{"jsonrpc":"2.0","id":"b{i}","method":"ping"}}"#))
+            .collect();
+        let script = format!(
+            "read l; printf '%s\\n' '{INIT}'; printf '%s\\n' '[{}]'; exec cat > '{}'",
+            pings.join(","),
+            seen.display()
+        );
+        let doc = check_script(&script);
+        let written = std::fs::read_to_string(&seen).unwrap();
+        let answers: Vec<Value> = written
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v.get("method").is_none())
+            .collect();
+        if count == 1025 {
+            let first = answers.first().map(Value::to_string).unwrap_or_default();
+            assert_eq!(answers.len(), 1, "{first:.300}");
+            assert_eq!(answers[0]["id"], Value::Null, "{first:.300}");
+            assert_eq!(answers[0]["error"]["code"], -32600, "{first:.300}");
+            assert_eq!(answers[0]["error"]["data"]["limit"], 1024, "{first:.300}");
+            assert_eq!(answers[0]["error"]["data"]["count"], 1025, "{first:.300}");
+            let d = detail(&doc, "transport.frames-valid");
+            assert!(d.contains("batch of 1025 entries"), "{d}");
+        } else {
+            let batch = answers.iter().find_map(Value::as_array);
+            assert_eq!(batch.map(Vec::len), Some(1024), "{written:.400}");
+        }
+    }
+}

@@ -300,6 +300,10 @@ impl Session {
                 "error": ErrorObject::invalid_request("empty batch") }));
             return Handled::Continue;
         }
+        let limit = mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES;
+        if items.len() > limit {
+            return self.batch_too_large(&items, limit, awaiting);
+        }
         self.batch = Some(Vec::new());
         let mut items = items.into_iter();
         while let Some(item) = items.next() {
@@ -313,6 +317,42 @@ impl Session {
             }
         }
         self.flush_batch();
+        Handled::Continue
+    }
+
+    /// A batch of more than `limit` entries, refused whole as a library host refuses it
+    /// ([`mcpl::peer::PeerConfig::max_batch_entries`], its default): one `-32600` under id
+    /// null with `data: {limit, count}`, no entry handled, said under
+    /// `transport.frames-valid` as the checker's other bounds are. A response of ours among
+    /// the entries ends the awaited request as unusable (the peer ends each it answers), so
+    /// it is not waited out as silence. Without it every entry was handled and answered, a
+    /// 100,000-entry batch building 100,000 answers.
+    fn batch_too_large(
+        &mut self,
+        items: &[Value],
+        limit: usize,
+        awaiting: Option<&RequestId>,
+    ) -> Handled {
+        let count = items.len();
+        let why = format!(
+            "a batch of {count} entries, over the {limit} a library host reads: refused whole \
+             (-32600), no entry handled"
+        );
+        self.invalid.push(why.clone());
+        let error = ErrorObject::invalid_request_because(format_args!(
+            "batch of {count} entries exceeds the limit of {limit}"
+        ))
+        .with_data(json!({ "limit": limit, "count": count }));
+        self.answer_now(json!({ "jsonrpc": "2.0", "id": null, "error": error }));
+        let ours = awaiting.is_some_and(|a| {
+            items.iter().any(|i| {
+                i.get("method").is_none()
+                    && i.get("id").and_then(RequestId::from_value).as_ref() == Some(a)
+            })
+        });
+        if ours {
+            return Handled::Awaited(Reply::Invalid(why));
+        }
         Handled::Continue
     }
 
