@@ -984,3 +984,30 @@ fn a_batch_past_the_library_bound_is_refused_whole() {
         }
     }
 }
+
+/// The awaited answer inside a batch refused whole for its size ends its request as an
+/// unusable answer, said where the request is judged, not waited out as silence.
+#[test]
+fn an_answer_inside_a_batch_refused_for_its_size_is_said_not_waited_out() {
+    let pings: Vec<String> = (0..1024)
+        .map(|i| format!(r#"{{"jsonrpc":"2.0","id":"b{i}","method":"ping"}}"#))
+        .collect();
+    // Each request is answered (a ping with `{}`) until the policy, whose answer goes into
+    // the batch.
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; \
+         while read l; do \
+         id=$(printf '%s' \"$l\" | sed -n 's/^{{\"id\":\\([0-9]*\\),.*/\\1/p'); \
+         [ -z \"$id\" ] && continue; \
+         case \"$l\" in *featureSets/update*) \
+         printf '[%s,{{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{{\"accepted\":true}}}}]\\n' '{}' \"$id\"; \
+         exec sleep 60;; esac; \
+         printf '{{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{{}}}}\\n' \"$id\"; \
+         done",
+        pings.join(",")
+    );
+    let doc = check_script(&script);
+    let d = detail(&doc, "policy.request-answered");
+    assert!(d.contains("batch of 1025 entries"), "{d}");
+    assert!(!d.contains("within the timeout"), "{d}");
+}
