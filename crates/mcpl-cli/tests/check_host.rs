@@ -248,6 +248,8 @@ async fn a_careless_host_fails_exactly_what_it_breaks() {
             "host.unknown-method-errors",
             "host.incoming-unregistered-refused",
             "host.register-itemized",
+            // channels/changed answered `{}`: no per-descriptor refusal (§14.1, §14.5).
+            "host.changed-itemized",
             "host.incoming-follows-grant",
             "host.hooks-after-ready",
             "host.user-message-redacted",
@@ -688,7 +690,7 @@ async fn scripted_host_advertising(
 }
 
 /// The probes that mean something without a grant (issue #19 item 1), plus the two new ones.
-const PROBES: [&str; 15] = [
+const PROBES: [&str; 16] = [
     "host.refuses-before-ready",
     "host.register-refused-before-ready",
     "host.inference-refused-before-ready",
@@ -699,6 +701,7 @@ const PROBES: [&str; 15] = [
     "host.removed-methods-refused",
     "host.incoming-unregistered-refused",
     "host.register-itemized",
+    "host.changed-itemized",
     "host.incoming-follows-grant",
     "host.inference-follows-grant",
     "host.inference-result-shape",

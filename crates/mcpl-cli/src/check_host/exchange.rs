@@ -215,6 +215,7 @@ impl Run {
 
         // §5.3: polled once, so the frame is written (or queued ahead of the receipt) before
         // anything else goes out; a settled call is not polled again.
+        let early_sent = Instant::now();
         let params = Some(served::push("check.push", "early"));
         let mut early = self.start(PushEvent::NAME, params, self.bounds.step);
         let settled = poll_once(&mut early).await;
@@ -244,8 +245,12 @@ impl Run {
                 }
             }
         }
+        // The ping ahead of the receipt is awaited until half a step after the early
+        // requests went out at most (never past the policy's deadline): a host that reads
+        // nothing while it awaits its receipt still has half a step to answer them.
+        let hold = deadline.min(early_sent + self.bounds.step / 2);
         match request {
-            Some(req) => self.policy(req, notified).await,
+            Some(req) => self.policy(req, notified, hold).await,
             None => {
                 let discarded = self.discarded();
                 let why = if notified {
@@ -353,7 +358,16 @@ impl Run {
     /// Judges the initial policy Request and answers it: the library's receipt for a
     /// well-formed one, `-32602` for a malformed one (§5.4: a path both granted and denied
     /// is rejected; the server then never becomes ready and holds no grant, §5.3).
-    async fn policy(&mut self, req: IncomingRequest, notified: bool) {
+    ///
+    /// §5.3, §6.7: fan-out begins only once the host has read the receipt, and it cannot
+    /// have read one not yet written. So before the receipt goes out, a `ping` does a round
+    /// trip ([`Run::round_trip`], until `hold`), and everything the host sent before its
+    /// answer is handled as before the receipt: a hook or an `inference/lifecycle` the
+    /// host pipelined behind its policy Request, without awaiting the receipt, is judged as
+    /// what it is (`host.hooks-after-ready`, `host.deliveries-within-grant`), however late
+    /// the checker would otherwise have read it. Past `hold` (a host that reads nothing while
+    /// it awaits its receipt) the receipt goes out, what follows judged as after it.
+    async fn policy(&mut self, req: IncomingRequest, notified: bool, hold: Instant) {
         let id = "host.policy-is-request";
         if notified {
             let d = "the grant came first as a Notification (§6.7: grant changes go by Request)";
@@ -368,8 +382,12 @@ impl Run {
                 let receipt = outcome
                     .receipt
                     .map_or_else(|| json!({ "accepted": true }), |r| r.to_value());
+                self.round_trip(hold).await;
                 match req.respond(receipt).await {
-                    Ok(()) => self.ready = true,
+                    Ok(()) => {
+                        self.ready = true;
+                        self.grant_notified = false;
+                    }
                     Err(_) if self.peer.close_reason().is_some() => self.on_closed(),
                     Err(_) => {}
                 }

@@ -97,16 +97,28 @@ pub(super) fn list(items: &[&str]) -> String {
 /// applied). A reduction takes effect at the host before its Request goes out, so an answer
 /// after it is judged under it; an expansion takes effect only once the host has read the
 /// receipt, which the checker cannot see, so either answer is then conforming.
+///
+/// `notified`: the host changed its grant by a Notification since its last receipt
+/// (`host.policy-is-request` fails it). The server applies only its `disabled` list (§6.7),
+/// the host may have applied all of it, so the checker does not know the grant the host
+/// holds: either answer conforms. A refusal is what a reduction asks (§6.7: it binds the
+/// host first, whatever the carrier); a result follows a widening the host believes made.
+/// The one defect is the Notification, judged once.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Meanwhile {
     pub(super) sent: bool,
     pub(super) answered: bool,
+    pub(super) notified: bool,
 }
 
 impl Meanwhile {
     /// What the host must do: allow it (`Some(true)`), refuse it (`Some(false)`), or either
-    /// (`None`: allowed only by an expansion the host may not have taken up yet).
+    /// (`None`: allowed only by an expansion the host may not have taken up yet, or under a
+    /// grant the host changed by Notification).
     pub(super) fn expected(self) -> Option<bool> {
+        if self.notified {
+            return None;
+        }
         match (self.sent, self.answered) {
             (_, false) => Some(false),
             (true, true) => Some(true),
@@ -116,6 +128,11 @@ impl Meanwhile {
 
     /// Said in a verdict when the grant changed under the probe; empty when it did not.
     pub(super) fn note(self) -> &'static str {
+        if self.notified {
+            return " (after a grant change the host sent as a featureSets/update Notification, \
+                    host.policy-is-request: the server applies only its disabled list, §6.7, \
+                    so the grant the host holds is not known and either answer conforms)";
+        }
         match (self.sent, self.answered) {
             (true, false) => {
                 " (under the grant the host narrowed while the probe was outstanding: a \
@@ -382,7 +399,11 @@ mod tests {
     /// either grant (the host takes it up once it has read the receipt).
     #[test]
     fn s6_7_a_grant_changed_under_a_probe_is_read_as_its_direction_says() {
-        let m = |sent, answered| Meanwhile { sent, answered };
+        let m = |sent, answered| Meanwhile {
+            sent,
+            answered,
+            notified: false,
+        };
         assert_eq!(m(true, true).expected(), Some(true));
         assert_eq!(m(false, false).expected(), Some(false));
         assert_eq!(m(true, false).expected(), Some(false));
@@ -390,6 +411,21 @@ mod tests {
         assert_eq!(m(true, true).note(), "");
         assert!(m(true, false).note().contains("narrowed"));
         assert!(m(false, true).note().contains("widened"));
+    }
+
+    /// §6.7: after a grant change by Notification the server holds only its `disabled`
+    /// list, the host maybe all of it: either answer conforms, whatever the server's grant.
+    #[test]
+    fn s6_7_after_a_grant_change_by_notification_either_answer_conforms() {
+        for (sent, answered) in [(true, true), (false, false), (true, false), (false, true)] {
+            let m = Meanwhile {
+                sent,
+                answered,
+                notified: true,
+            };
+            assert_eq!(m.expected(), None);
+            assert!(m.note().contains("Notification"));
+        }
     }
 
     /// §6.6: only a refusal the grant asks for is judged; -32001 and -32002 pass, -32601

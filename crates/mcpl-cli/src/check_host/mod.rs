@@ -10,8 +10,8 @@
 //! then `--watch` of listening.
 //!
 //! Bounds (issue #20), whatever the host sends:
-//! - **wall time**: the run ends within [`Bounds::wall`] = 19 × `--timeout` +
-//!   `--inference-timeout` + `--watch` (126 s with the defaults), then writes its report;
+//! - **wall time**: the run ends within [`Bounds::wall`] = 20 × `--timeout` +
+//!   `--inference-timeout` + `--watch` (131 s with the defaults), then writes its report;
 //! - **memory**: one message from the host is at most [`MAX_MESSAGE`] bytes (a larger one
 //!   is discarded unread) and [`MAX_PARSED_COST`] once parsed (a costlier one is refused
 //!   unbuilt), at most [`INCOMING_QUEUE`] of them wait to be handled, and the checker holds
@@ -24,6 +24,7 @@
 //! arguments were unusable.
 
 mod accept;
+mod channels;
 mod delivered;
 mod exchange;
 mod frames;
@@ -99,6 +100,7 @@ catalogue! {
     "host.initialized-sent", "§4", "after initialize, the host sends notifications/initialized (MCP's lifecycle: the client MUST)";
     "host.unknown-fields-tolerated", "§8", "the host goes on after the checker's initialize (and tools/list) answer carries members no spec defines: it does not end the connection, answer an error under id null, or fall silent (§8: hosts MUST tolerate unknown response fields)";
     "host.advertisement-shape", "§5.2", "experimental.mcpl mirrors the server's capability shape (§5.1): a member outside the vocabulary or one that advertises nothing warns (`channels: true` is §5.1's shorthand for every leaf)";
+    "host.changed-itemized", "§14.5", "a channels/changed Request adding channels is refused unless channels.register is granted (§14.1: an error, or one result per descriptor accepting none), and answered with one result per descriptor in added when it is (refusing it whole then warns: safe, but no itemized answer)";
 }
 
 /// Arguments of `mcpl check-host`.
@@ -121,7 +123,7 @@ pub struct CheckHostArgs {
     #[arg(long, value_name = "ADDR")]
     pub ws: Option<String>,
     /// Bound on every phase, in seconds: the connection, the host's initialize, its policy,
-    /// each probe's answer. The whole run ends within 19 × this + --inference-timeout +
+    /// each probe's answer. The whole run ends within 20 × this + --inference-timeout +
     /// --watch.
     #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = wait_arg)]
     pub timeout: f64,
@@ -177,7 +179,7 @@ struct Bounds {
 
 impl Bounds {
     /// [`Bounds::wall`] as the report names it.
-    const FORMULA: &'static str = "19 × --timeout + --inference-timeout + --watch";
+    const FORMULA: &'static str = "20 × --timeout + --inference-timeout + --watch";
 
     /// The run's bound once the host is connected. Every phase ends at a deadline, never at
     /// a quiet moment:
@@ -187,22 +189,23 @@ impl Bounds {
     /// | `initialize` | 1 step from the connection |
     /// | the policy | 1 step from the answer to `initialize` |
     /// | the push sent before the receipt | 1 step from its send (within the policy's step) |
-    /// | thirteen probes | 1 step each; a paired ping starts with its request, with its own step |
+    /// | the ping before the receipt | within the policy's step, at most half a step after the early requests |
+    /// | fourteen probes | 1 step each; a paired ping starts with its request, with its own step |
     /// | the inference probe | `--inference-timeout` when granted, else 1 step |
     /// | listening | `--watch` |
     ///
-    /// That is 16 steps, the inference (at least 1 step) and the watch. A host that keeps
+    /// That is 17 steps, the inference (at least 1 step) and the watch. A host that keeps
     /// sending requests while the checker waits adds the time their answers take to write
     /// (each under the write timeout, which closes the connection when it fires), so the
-    /// session is cut at 17 steps, the inference and the watch whatever the host does, the
+    /// session is cut at 18 steps, the inference and the watch whatever the host does, the
     /// report then saying where it stood.
     fn session(&self) -> Duration {
-        self.step.saturating_mul(17) + self.infer + self.watch
+        self.step.saturating_mul(18) + self.infer + self.watch
     }
 
     /// The whole run's bound: accepting the connection (1 step, `--tcp`/`--ws`),
     /// [`Bounds::session`], and writing what is still owed to the host once the session
-    /// ends (1 step), i.e. 19 × `--timeout` + `--inference-timeout` + `--watch`.
+    /// ends (1 step), i.e. 20 × `--timeout` + `--inference-timeout` + `--watch`.
     #[cfg_attr(not(test), allow(dead_code))]
     fn wall(&self) -> Duration {
         self.step.saturating_mul(2) + self.session()
@@ -354,7 +357,7 @@ async fn connect(args: &CheckHostArgs, seen: &mut accept::Seen) -> Result<Transp
 mod tests {
     use super::*;
 
-    /// The documented bound: 19 steps + the inference + the watch (126 s by default).
+    /// The documented bound: 20 steps + the inference + the watch (131 s by default).
     #[test]
     fn the_wall_time_bound_is_the_documented_function() {
         let b = Bounds {
@@ -362,13 +365,13 @@ mod tests {
             watch: Duration::from_secs(1),
             infer: Duration::from_secs(30),
         };
-        assert_eq!(b.wall(), Duration::from_secs(126));
+        assert_eq!(b.wall(), Duration::from_secs(131));
         let b = Bounds {
             step: Duration::from_secs(2),
             watch: Duration::ZERO,
             infer: Duration::from_secs(3),
         };
-        assert_eq!(b.wall(), Duration::from_secs(41));
+        assert_eq!(b.wall(), Duration::from_secs(43));
     }
 
     /// The catalogue keeps its ids unique, with the two issue #19 names exactly.

@@ -90,6 +90,7 @@ impl Run {
             incoming_unregistered,
             register,
             register_duplicate,
+            changed_itemized,
             incoming_follows_grant,
             undeclared_use,
             invalid_uses,
@@ -134,16 +135,32 @@ impl Run {
     }
 
     /// §6.6 (AUDIT-001 §2.1: a result carrying `accepted: false` instead of an error).
+    /// `-32003` is §6.6's code for an unknown feature set (SHOULD); `-32002` is its code for
+    /// a denied capability, and passes too when `pushEvents` is not in the grant in force
+    /// (none before the receipt, §5.3), when the probe went or when it was answered, or
+    /// after a grant change by Notification ([`super::judge::Meanwhile`]): admission comes
+    /// before the feature set is looked at (§5.4), as `host.refusal-code` reads it.
     async fn undeclared_push(&mut self) {
         self.stage = "the push under an undeclared feature set";
         let id = "host.rejects-with-error";
-        match self
+        let pushes = |run: &Run| {
+            run.ready && run.policy.allows(Capability::PushEvents) && !run.grant_notified
+        };
+        let sent = pushes(self);
+        let reply = self
             .call(PushEvent::NAME, push("check.undeclared", "u1"))
-            .await
-        {
+            .await;
+        let denied = !sent || !pushes(self);
+        match reply {
             Reply::Error(e) if e.code == codes::UNKNOWN_FEATURE_SET => {
                 self.record(id, Status::Pass, "refused -32003")
             }
+            Reply::Error(e) if e.code == codes::CAPABILITY_DENIED && denied => self.record(
+                id,
+                Status::Pass,
+                "refused -32002: pushEvents is not in the grant in force (§6.6: the code for a \
+                 denied capability, which admission checks before the feature set, §5.4)",
+            ),
             Reply::Error(e) => self.record(
                 id,
                 Status::Warn,
@@ -188,6 +205,7 @@ impl Run {
             let meanwhile = Meanwhile {
                 sent,
                 answered: self.ready && self.policy.allows(needs),
+                notified: self.grant_notified && self.ready,
             };
             gated.judge(method, needs, meanwhile, &reply);
             match reply {
@@ -344,7 +362,9 @@ impl Run {
     /// §5.4); another code warns. Reading: §14.6 lists the code without a MUST, so a warning.
     fn unknown_channel_code(&mut self, code: i64) {
         let id = "host.unknown-channel-code";
-        let granted = self.policy.allows(Capability::ChannelsIncoming);
+        // After a grant change by Notification the host may hold channels.incoming no longer
+        // ([`Meanwhile`]): its -32002 is then the denied capability's code.
+        let granted = self.policy.allows(Capability::ChannelsIncoming) && !self.grant_notified;
         match code {
             codes::UNKNOWN_CHANNEL => self.record(id, Status::Pass, "refused -32023"),
             codes::CAPABILITY_DENIED if !granted => self.record(
@@ -379,10 +399,12 @@ impl Run {
         let meanwhile = Meanwhile {
             sent,
             answered: self.policy.allows(Capability::ChannelsRegister),
+            notified: self.grant_notified && self.ready,
         };
         let note = meanwhile.note();
         match (meanwhile.expected(), reply) {
             (Some(true) | None, Reply::Result(r)) => {
+                self.channel_held = super::channels::accepts(&r, "check:a");
                 let defects = itemized_defects(&r, &["check:a", "check:b"]);
                 if defects.is_empty() {
                     self.record(id, Status::Pass, format!("one result per descriptor{note}"))
@@ -487,6 +509,8 @@ impl Run {
         if self.policy.allows(Capability::ChannelsIncoming) {
             let why = "channels.incoming granted: nothing to refuse";
             self.record(id, Status::Skip, why);
+            // In this probe's place (one step either way), each message of a mixed batch.
+            self.incoming_mixed().await;
             return;
         }
         let reply = self
@@ -499,6 +523,7 @@ impl Run {
         let meanwhile = Meanwhile {
             sent: false,
             answered: self.policy.allows(Capability::ChannelsIncoming),
+            notified: self.grant_notified && self.ready,
         };
         match (meanwhile.expected(), reply) {
             (_, Reply::Error(e)) => self.record(
@@ -623,6 +648,7 @@ impl Run {
         let meanwhile = Meanwhile {
             sent,
             answered: self.host_rule(InferenceRequest::NAME, &params) == Ok(true),
+            notified: self.grant_notified && self.ready,
         };
         let allowed = meanwhile.expected() != Some(false);
         if let Reply::Error(e) = &reply {
@@ -688,7 +714,19 @@ impl Run {
                 None,
             ),
         };
-        self.record(id, status, format!("{detail}{}", meanwhile.note()));
+        // §5.1: the checker advertises `inferenceRequest: { "streaming": false }`, the
+        // capability without its streaming leaf; a host reading the object as its leaves
+        // only grants nothing of it, and this probe then shows only a refusal.
+        let hint = if self.host_advertised.contains(Capability::InferenceRequest)
+            && !self.policy.allows(Capability::InferenceRequest)
+        {
+            " (inferenceRequest not granted, though the host advertises it and the checker \
+             advertises it as { \"streaming\": false }: §5.1, the object advertises \
+             inferenceRequest without the streaming leaf)"
+        } else {
+            ""
+        };
+        self.record(id, status, format!("{detail}{}{hint}", meanwhile.note()));
         self.inference_answered |= judged.is_some();
         let (status, detail) = match judged {
             None if allowed => (Status::Skip, "no result to judge".into()),
@@ -756,6 +794,7 @@ impl Run {
         let meanwhile = Meanwhile {
             sent,
             answered: self.host_rule(PushEvent::NAME, &params) == Ok(true),
+            notified: self.grant_notified && self.ready,
         };
         if let Reply::Error(e) = &reply {
             let needs = Capability::PushEvents;
@@ -846,36 +885,56 @@ impl Run {
 struct Gated {
     judged: Vec<String>,
     outside: Vec<String>,
+    /// Which of the two were answered outside the grant: `model/info`, `channels/list`.
+    rules: (bool, bool),
 }
 
 impl Gated {
     fn judge(&mut self, method: &str, needs: Capability, m: Meanwhile, reply: &Reply) {
         let cap = needs.as_str();
         match (m.expected(), reply) {
-            (Some(false), Reply::Result(r)) => self.outside.push(format!(
-                "{method} answered {} though {cap} is not granted{}",
-                excerpt(r),
-                m.note()
-            )),
+            (Some(false), Reply::Result(r)) => {
+                if needs == Capability::ModelInfo {
+                    self.rules.0 = true;
+                } else {
+                    self.rules.1 = true;
+                }
+                self.outside.push(format!(
+                    "{method} answered {} though {cap} is not granted{}",
+                    excerpt(r),
+                    m.note()
+                ))
+            }
             (Some(false), Reply::Error(e)) => self
                 .judged
                 .push(format!("{method} refused {} ({cap} not granted)", e.code)),
-            (_, Reply::Result(_)) => self
+            (Some(true), Reply::Result(_)) => self
                 .judged
                 .push(format!("{method} answered ({cap} granted)")),
+            (None, Reply::Result(_)) => self.judged.push(format!("{method} answered{}", m.note())),
             (_, Reply::Error(e)) => self.judged.push(format!("{method} refused {}", e.code)),
             _ => {}
         }
     }
 
+    /// The verdict, citing the rule each method answered outside the grant breaks: §12 for
+    /// `model/info`, §14.1 and §5.4 for `channels/list`.
     fn verdict(self) -> (Status, String) {
         if !self.outside.is_empty() {
-            let d = format!(
-                "{} (§12: a host that does not grant model/info MUST reply with an error; \
-                 §14.1, §5.4: channels/list needs channels.register, and a host MUST reject an \
-                 inbound method requiring a denied capability)",
-                self.outside.join("; ")
-            );
+            let mut rules = Vec::new();
+            if self.rules.0 {
+                rules.push(
+                    "§12: a host that does not grant modelInfo MUST reply to model/info with an \
+                     error",
+                );
+            }
+            if self.rules.1 {
+                rules.push(
+                    "§14.1: channels/list needs channels.register, and §5.4: a host MUST reject \
+                     an inbound method requiring a denied capability",
+                );
+            }
+            let d = format!("{} ({})", self.outside.join("; "), rules.join("; "));
             return (Status::Fail, d);
         }
         if self.judged.is_empty() {

@@ -27,14 +27,17 @@ pub(super) const TYPO_SET: &str = "check.typo";
 /// kind of slip AUDIT-001 §2.5 found in live servers' `uses`.
 pub(super) const TYPO_USE: &str = "pushEvent";
 
-/// The manifest the checker serves: pushes, server-initiated inference, a beforeUser
+/// The manifest the checker serves: pushes, server-initiated inference (not streamed), a beforeUser
 /// injection, lifecycle signals (judged, [`super::lifecycle`]), and channels, under four
 /// feature sets, and a fifth whose `uses` is invalid ([`TYPO_SET`]).
 pub(super) fn manifest() -> Value {
     let mut m = json!({
         "version": "0.5",
         "pushEvents": true,
-        "inferenceRequest": true,
+        // `streaming: false` (AUDIT-001 §2.8: a host that cannot mask the leaf): a grant
+        // of `inferenceRequest.streaming` is then one beyond the advertisement
+        // (`host.grant-within-advertisement`). No probe asks for a stream.
+        "inferenceRequest": { "streaming": false },
         "inferenceLifecycle": true,
         "contextHooks": { "beforeInference": { "inject": { "beforeUser": true } } },
         "channels": { "register": true, "incoming": true },
@@ -153,6 +156,35 @@ pub(super) fn descriptors() -> Value {
 pub(super) fn early_descriptor() -> Value {
     json!({ "channels": [
         { "id": "check:early", "type": "check", "direction": "inbound" }
+    ] })
+}
+
+/// The channel and message id of [`mixed_incoming`]'s second message: never registered.
+pub(super) const MIXED_UNREGISTERED: (&str, &str) = ("check:never-registered", "mixed-2");
+
+/// `channels/incoming` params with one message for `check:a` (registered by the
+/// `channels/register` probe) and one for [`MIXED_UNREGISTERED`], so a host that validates
+/// only the first message is seen accepting the second (§14.5).
+pub(super) fn mixed_incoming() -> Value {
+    let (channel, message) = MIXED_UNREGISTERED;
+    json!({ "messages": [
+        { "channelId": "check:a", "messageId": "mixed-1",
+          "content": [ { "type": "text", "text": "mcpl check-host probe" } ] },
+        { "channelId": channel, "messageId": message,
+          "content": [ { "type": "text", "text": "mcpl check-host probe" } ] }
+    ] })
+}
+
+/// The ids [`changed_descriptors`] adds: one no other probe uses, and `check:a`, which the
+/// `channels/register` probe registered when the grant allowed it.
+pub(super) const CHANGED_IDS: [&str; 2] = ["check:changed", "check:a"];
+
+/// `channels/changed` params adding the two descriptors of [`CHANGED_IDS`], each to be
+/// judged on its own (§14.5).
+pub(super) fn changed_descriptors() -> Value {
+    json!({ "added": [
+        { "id": CHANGED_IDS[0], "type": "check", "direction": "inbound" },
+        { "id": CHANGED_IDS[1], "type": "check", "direction": "bidirectional" }
     ] })
 }
 

@@ -101,6 +101,14 @@ pub(super) struct Run {
     pub(super) policy_before_initialize: bool,
     /// A receipt has been written: the host may treat the session as ready.
     pub(super) ready: bool,
+    /// A `featureSets/update` Notification carrying grant fields came since the last policy
+    /// Request was answered: the host may hold a grant this server never applied (§6.7: the
+    /// server takes only its `disabled` list), so a grant-dependent probe accepts either
+    /// answer ([`super::judge::Meanwhile`]); the next receipt replaces both sides' grant.
+    pub(super) grant_notified: bool,
+    /// The host accepted `check:a` in its answer to the `channels/register` probe, so a
+    /// `channels/incoming` naming it is one for a registered channel ([`super::channels`]).
+    pub(super) channel_held: bool,
     /// The connection has ended.
     pub(super) closed: bool,
     /// The connection ended in answer to the junk line (`host.survives-junk-line` failed).
@@ -183,6 +191,8 @@ impl Run {
             mcp_only: false,
             policy_before_initialize: false,
             ready: false,
+            grant_notified: false,
+            channel_held: false,
             closed: false,
             died_of_junk: false,
             hooks: 0,

@@ -191,6 +191,44 @@ impl Run {
         }
     }
 
+    /// Sends a `ping` and handles what the host sends up to its answer, or until `until`;
+    /// `true` when the answer came. Every message before that answer was written before the
+    /// host answered the ping, so before anything the checker writes once this returns
+    /// (the policy receipt, [`super::super::exchange`]). No verdict on the ping itself.
+    pub(in crate::check_host) async fn round_trip(&mut self, until: Instant) -> bool {
+        if self.closed {
+            return false;
+        }
+        let ping = match self.peer.send_request(Ping::NAME, None, |_| {}).await {
+            Ok(id) => id,
+            Err(e) => {
+                let _ = self.reply(Err(e));
+                return false;
+            }
+        };
+        loop {
+            if self.closed {
+                return false;
+            }
+            match tokio::time::timeout_at(until, self.incoming.recv_ordered()).await {
+                Ok(Some(Ordered::Response(r))) if r.id.as_ref() == Some(&ping) => return true,
+                // A late answer to a request given up on before.
+                Ok(Some(Ordered::Response(_))) => {}
+                Ok(Some(Ordered::Message(m))) => {
+                    let m = self.arrived(m);
+                    self.handle(m).await;
+                }
+                Ok(None) => self.on_closed(),
+                Err(_) => {
+                    // An answer that was not valid JSON-RPC is still the host's answer.
+                    let answered = self.invalid_answer(&ping).is_some();
+                    self.peer.forget(&ping, "timed out");
+                    return answered;
+                }
+            }
+        }
+    }
+
     /// [`Self::call_within`], with a `ping` sent right behind the request (issue #19 item 2,
     /// `host.requests-independent`): the ping must be answered within the step timeout even
     /// while the request is outstanding. Read by wire order, not by timing: the ping's answer

@@ -94,6 +94,7 @@ impl Run {
                 if n.method == FeatureSetsUpdate::NAME
                     && self.policy_notification(n.params.as_ref())
                 {
+                    self.grant_notified = true;
                     self.record(
                         "host.policy-is-request",
                         Status::Fail,
@@ -150,6 +151,8 @@ impl Run {
         };
         if self.after_write(written) {
             self.ready |= receipt;
+            // The receipt replaces the grant on both sides (§6.7).
+            self.grant_notified &= !receipt;
             if tools {
                 self.answered_unknown(ToolsList::NAME);
             }
