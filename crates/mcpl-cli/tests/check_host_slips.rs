@@ -393,3 +393,27 @@ async fn a_host_granting_nothing_is_judged_by_the_rules_that_apply() {
     assert_eq!(status, "pass", "{detail}");
     assert!(detail.contains("refused with error -32002"), "{detail}");
 }
+
+/// The same class, found by the hunt: `-32003` (§6.6: the unknown feature set's code) is a
+/// refusal, yet refusing the inference sent before the receipt with it warned "the host may
+/// have run the inference". And a `channels/incoming` for `check:a`, never registered,
+/// refused `-32023` with `channels.incoming` not granted passes
+/// `host.incoming-follows-grant`, saying it shows nothing of the grant rule (a host ignoring
+/// the grant refuses that channel too).
+#[tokio::test]
+async fn an_early_inference_refused_as_unknown_set_is_a_refusal() {
+    let doc = raw_host("early-unknown-set.json", head(&[]), |m| {
+        match m["method"].as_str() {
+            Some("inference/request") => error(m, -32003),
+            Some("channels/incoming") => error(m, -32023),
+            _ => refuse_all(m),
+        }
+    })
+    .await;
+    let (status, detail) = verdict(&doc, "host.inference-refused-before-ready");
+    assert_eq!(status, "pass", "{detail}");
+    assert_eq!(detail, "refused with error -32003");
+    let (status, detail) = verdict(&doc, "host.incoming-follows-grant");
+    assert_eq!(status, "pass", "{detail}");
+    assert!(detail.contains("the grant rule is not shown"), "{detail}");
+}

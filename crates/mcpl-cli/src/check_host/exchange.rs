@@ -20,10 +20,13 @@ use super::session::{poll_once, secs, Run};
 use crate::check::report::Status;
 
 /// The codes that refuse an `inference/request` sent before the receipt (§5.3): not granted
-/// (`-32002`, `-32001`, §6.6, App. A), not served (`-32601`), not ready (`-32600`).
-const EARLY_INFERENCE_REFUSALS: [i64; 4] = [
+/// (`-32002`, `-32001`, §6.6, App. A), an unknown feature set (`-32003`, §6.6: a host that
+/// has not taken up the manifest's declarations before its policy), not served (`-32601`),
+/// not ready (`-32600`).
+const EARLY_INFERENCE_REFUSALS: [i64; 5] = [
     mcpl::jsonrpc::codes::CAPABILITY_DENIED,
     mcpl::jsonrpc::codes::FEATURE_SET_NOT_ENABLED,
+    mcpl::jsonrpc::codes::UNKNOWN_FEATURE_SET,
     mcpl::jsonrpc::codes::METHOD_NOT_FOUND,
     mcpl::jsonrpc::codes::INVALID_REQUEST,
 ];
@@ -338,7 +341,9 @@ impl Run {
                     id,
                     Status::Warn,
                     format!(
-                        "{method} before the receipt got error {}, which is no refusal code                          (-32002, -32001, -32601 or -32600): the host may have run the                          inference before any grant was in force{why}",
+                        "{method} before the receipt got error {}, which is no refusal code \
+                         (-32002, -32001, -32003, -32601 or -32600): the host may have run the \
+                         inference before any grant was in force{why}",
                         e.code
                     ),
                 )

@@ -525,14 +525,27 @@ impl Run {
             answered: self.policy.allows(Capability::ChannelsIncoming),
             notified: self.grant_notified && self.ready,
         };
+        // check:a not registered: a -32023 refuses the channel, which a host ignoring the
+        // grant refuses too, so the pass says it shows nothing of the grant rule.
+        let unheld = if self.channel_held {
+            ""
+        } else {
+            " (-32023: check:a was never registered, so a host that ignores channels.incoming \
+             refuses it too; the grant rule is not shown)"
+        };
         match (meanwhile.expected(), reply) {
             (_, Reply::Error(e)) => self.record(
                 id,
                 Status::Pass,
                 format!(
-                    "not granted, refused with error {}{}",
+                    "not granted, refused with error {}{}{}",
                     e.code,
-                    meanwhile.note()
+                    meanwhile.note(),
+                    if e.code == codes::UNKNOWN_CHANNEL {
+                        unheld
+                    } else {
+                        ""
+                    }
                 ),
             ),
             (_, Reply::Closed) => {}
