@@ -727,19 +727,7 @@ impl Run {
                 None,
             ),
         };
-        // §5.1: the checker advertises `inferenceRequest: { "streaming": false }`, the
-        // capability without its streaming leaf; a host reading the object as its leaves
-        // only grants nothing of it, and this probe then shows only a refusal.
-        let hint = if self.host_advertised.contains(Capability::InferenceRequest)
-            && !self.policy.allows(Capability::InferenceRequest)
-        {
-            " (inferenceRequest not granted, though the host advertises it and the checker \
-             advertises it as { \"streaming\": false }: §5.1, the object advertises \
-             inferenceRequest without the streaming leaf)"
-        } else {
-            ""
-        };
-        self.record(id, status, format!("{detail}{}{hint}", meanwhile.note()));
+        self.record(id, status, format!("{detail}{}", meanwhile.note()));
         self.inference_answered |= judged.is_some();
         let (status, detail) = match judged {
             None if allowed => (Status::Skip, "no result to judge".into()),

@@ -27,17 +27,19 @@ pub(super) const TYPO_SET: &str = "check.typo";
 /// kind of slip AUDIT-001 §2.5 found in live servers' `uses`.
 pub(super) const TYPO_USE: &str = "pushEvent";
 
-/// The manifest the checker serves: pushes, server-initiated inference (not streamed), a beforeUser
+/// The manifest the checker serves: pushes, server-initiated inference, a beforeUser
 /// injection, lifecycle signals (judged, [`super::lifecycle`]), and channels, under four
 /// feature sets, and a fifth whose `uses` is invalid ([`TYPO_SET`]).
 pub(super) fn manifest() -> Value {
     let mut m = json!({
         "version": "0.5",
         "pushEvents": true,
-        // `streaming: false` (AUDIT-001 §2.8: a host that cannot mask the leaf): a grant
-        // of `inferenceRequest.streaming` is then one beyond the advertisement
-        // (`host.grant-within-advertisement`). No probe asks for a stream.
-        "inferenceRequest": { "streaming": false },
+        // `true`, streaming included, so a grant of `inferenceRequest.streaming` is legal and
+        // a host that cannot mask it (AUDIT-001 §2.8) is not seen. `{ "streaming": false }`
+        // would show it, but a host reading a nested object as its members only (§5.1 names
+        // no way to advertise `inferenceRequest` without its leaf) then grants nothing of
+        // it, and the inference probe (its result shape, unasked chunks) goes unjudged.
+        "inferenceRequest": true,
         "inferenceLifecycle": true,
         "contextHooks": { "beforeInference": { "inject": { "beforeUser": true } } },
         "channels": { "register": true, "incoming": true },
