@@ -194,9 +194,10 @@ impl Run {
     /// Sends a `ping` and handles what the host sends up to its answer, or until `until`;
     /// `true` when the answer came. Every message before that answer was written before the
     /// host answered the ping, so before anything the checker writes once this returns
-    /// (the policy receipt, [`super::super::exchange`]). No verdict on the ping itself.
+    /// (the policy receipt, [`super::super::exchange`]). No verdict on the ping itself; none
+    /// is sent once `until` has passed.
     pub(in crate::check_host) async fn round_trip(&mut self, until: Instant) -> bool {
-        if self.closed {
+        if self.closed || Instant::now() >= until {
             return false;
         }
         let ping = match self.peer.send_request(Ping::NAME, None, |_| {}).await {
