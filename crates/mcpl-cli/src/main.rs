@@ -13,6 +13,7 @@ mod digest;
 mod grant;
 mod input;
 mod inspect;
+mod reader_forward;
 mod serve;
 mod server_stderr;
 mod term;

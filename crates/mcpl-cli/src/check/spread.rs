@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use mcpl::jsonrpc::{Message, RequestId};
-use mcpl::transport::{BoxFuture, Frame, FrameReader, MessageBudget};
+use mcpl::transport::{BoxFuture, Frame, FrameReader};
 use serde_json::Value;
 
 /// The most lines one spread message is gathered from (beyond, its lines are junk).
@@ -426,33 +426,7 @@ impl FrameReader for SpreadReader {
         }
     }
 
-    fn recycle(&mut self, text: String) {
-        self.inner.recycle(text);
-    }
-
-    fn set_max_message_size(&mut self, limit: usize) {
-        self.inner.set_max_message_size(limit);
-    }
-
-    fn unfinished(&self) -> Option<&[u8]> {
-        self.inner.unfinished()
-    }
-
-    fn ended_mid_line(&self) -> bool {
-        self.inner.ended_mid_line()
-    }
-
-    fn not_text_began_as_json(&self) -> bool {
-        self.inner.not_text_began_as_json()
-    }
-
-    fn discarded_head(&self) -> Option<&[u8]> {
-        self.inner.discarded_head()
-    }
-
-    fn set_message_budget(&mut self, budget: MessageBudget) {
-        self.inner.set_message_budget(budget);
-    }
+    crate::reader_forward::forward_reader_state!(inner);
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use std::io;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use mcpl::transport::{tcp, ws, BoxFuture, Frame, FrameReader, MessageBudget, Transport};
+use mcpl::transport::{tcp, ws, BoxFuture, Frame, FrameReader, Transport};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -237,31 +237,5 @@ impl FrameReader for FirstFrame {
         }
     }
 
-    fn recycle(&mut self, text: String) {
-        self.rest.recycle(text);
-    }
-
-    fn set_max_message_size(&mut self, limit: usize) {
-        self.rest.set_max_message_size(limit);
-    }
-
-    fn unfinished(&self) -> Option<&[u8]> {
-        self.rest.unfinished()
-    }
-
-    fn ended_mid_line(&self) -> bool {
-        self.rest.ended_mid_line()
-    }
-
-    fn not_text_began_as_json(&self) -> bool {
-        self.rest.not_text_began_as_json()
-    }
-
-    fn discarded_head(&self) -> Option<&[u8]> {
-        self.rest.discarded_head()
-    }
-
-    fn set_message_budget(&mut self, budget: MessageBudget) {
-        self.rest.set_message_budget(budget);
-    }
+    crate::reader_forward::forward_reader_state!(rest);
 }

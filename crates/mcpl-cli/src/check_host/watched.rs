@@ -24,9 +24,7 @@ use std::task::{Context, Poll};
 
 use std::collections::VecDeque;
 
-use mcpl::transport::{
-    BoxFuture, Frame, FrameReader, FrameWriter, MessageBudget, Transport, TrySend,
-};
+use mcpl::transport::{BoxFuture, Frame, FrameReader, FrameWriter, Transport, TrySend};
 use serde_json::Value;
 
 use super::tally::Tally;
@@ -455,31 +453,5 @@ impl FrameReader for Watched {
         polled
     }
 
-    fn recycle(&mut self, text: String) {
-        self.inner.recycle(text);
-    }
-
-    fn set_max_message_size(&mut self, limit: usize) {
-        self.inner.set_max_message_size(limit);
-    }
-
-    fn unfinished(&self) -> Option<&[u8]> {
-        self.inner.unfinished()
-    }
-
-    fn ended_mid_line(&self) -> bool {
-        self.inner.ended_mid_line()
-    }
-
-    fn not_text_began_as_json(&self) -> bool {
-        self.inner.not_text_began_as_json()
-    }
-
-    fn discarded_head(&self) -> Option<&[u8]> {
-        self.inner.discarded_head()
-    }
-
-    fn set_message_budget(&mut self, budget: MessageBudget) {
-        self.inner.set_message_budget(budget);
-    }
+    crate::reader_forward::forward_reader_state!(inner);
 }
