@@ -572,6 +572,27 @@ fn s5_3_s5_4_policy_spellings_live_servers_misread_fail_the_narrowed_checks() {
     }
 }
 
+/// §14.3: `channels/list` lists the channels known on the connection. A stub answering `[]`
+/// although the server registered `demo:#general` (and the host accepted it) passed
+/// `channels.list-answered` ("listed 0 channel(s)"); it now warns there, naming the channel
+/// left out. The well-behaved fixture lists it and passes.
+#[test]
+fn s14_3_a_channel_list_leaving_out_a_registered_channel_warns() {
+    let (code, doc) = scripted("list-stub");
+    assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(
+        ids_with(&doc, "warn"),
+        set(&["channels.list-answered"]),
+        "{doc:#}"
+    );
+    let d = detail(&doc, "channels.list-answered");
+    assert!(
+        d.contains("demo:#general") && d.contains("leaving out"),
+        "{d}"
+    );
+    assert_eq!(code, 0);
+}
+
 /// §14.1 names `channels/acknowledge` and `channels/typing` but SPEC.md gives them no
 /// direction (the library reads them as the host's). A server sending them failed
 /// `rpc.methods-direction` with a detail citing a §4.1 rule that does not exist; it now

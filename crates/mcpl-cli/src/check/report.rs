@@ -153,7 +153,7 @@ catalogue! {
     "channels.register-is-request", "§4.1", "channels/register is sent as a Request";
     "channels.incoming-is-request", "§4.1", "channels/incoming is sent as a Request";
     "channels.incoming-shape", "§14.3", "incoming messages carry channelId, messageId, content blocks; tags namespaced";
-    "channels.list-answered", "§14.3", "channels/list from the host is answered with the channel list";
+    "channels.list-answered", "§14.3", "channels/list from the host is answered with the channel list; a list leaving out a channel the server registered and the host accepted warns";
     "channels.unknown-channel-error", "§14.6", "channels/publish to an unregistered channel is refused -32023";
     "channels.close-unknown-error", "§14.6", "channels/close of an unregistered channel is refused -32023";
 }

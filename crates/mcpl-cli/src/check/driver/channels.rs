@@ -44,11 +44,8 @@ impl Session {
             match self.request(ChannelsList::NAME, json!({})) {
                 Reply::Result(r) => match r.get("channels") {
                     Some(Value::Array(a)) => {
-                        self.rec.record(
-                            list,
-                            Status::Pass,
-                            format!("listed {} channel(s)", a.len()),
-                        );
+                        let (status, detail) = self.list_against_registered(a);
+                        self.rec.record(list, status, detail);
                         self.listed = Some(r.clone());
                     }
                     _ => {
@@ -79,6 +76,46 @@ impl Session {
                 "content": [ { "type": "text", "text": "mcpl check probe: not to be delivered" } ]
             })
         });
+    }
+
+    /// The verdict on a `channels/list` answer `listed`: §14.3 lists the channels known on
+    /// this connection, so one the server registered and the checker accepted (still in
+    /// its table: not removed) that the list leaves out warns, naming it (a stub answering
+    /// `[]` passed before). Reading: a warning, not a failure, as a server may list a
+    /// channel under a scope of its own the spec does not define.
+    fn list_against_registered(&self, listed: &[Value]) -> (Status, String) {
+        let named: BTreeSet<&str> = listed
+            .iter()
+            .filter_map(|c| c.get("id").and_then(Value::as_str))
+            .collect();
+        let missing: Vec<String> = self
+            .channels
+            .ids()
+            .into_iter()
+            .filter(|id| !named.contains(id.as_str()))
+            .collect();
+        let n = listed.len();
+        if missing.is_empty() {
+            return (Status::Pass, format!("listed {n} channel(s)"));
+        }
+        // At most 8 named, each cut as `channels.ids-unique` cuts one (server-chosen text).
+        let shown: Vec<String> = missing
+            .iter()
+            .take(8)
+            .map(|id| format!("{:?}", id.chars().take(ID_SHOWN).collect::<String>()))
+            .collect();
+        let more = missing.len().saturating_sub(shown.len());
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        let detail = format!(
+            "listed {n} channel(s), leaving out {} the server registered and the host \
+             accepted (§14.3: the channels known on this connection)",
+            shown.join(", ") + &more
+        );
+        (Status::Warn, detail)
     }
 
     /// §14.3, §14.6: `channels/close` for a channel the server never registered is refused
