@@ -141,6 +141,12 @@ impl BatchSighted {
             match &mut self.step {
                 Step::Done => return,
                 // Several mode: an object begins (its `{` is the envelope's to read).
+                // Several mode, past what the summaries have room for: nothing more is kept,
+                // so nothing more is read (each further object would cost its envelope).
+                Step::After if self.several && self.unkept => {
+                    self.step = Step::Done;
+                    return;
+                }
                 Step::Start | Step::After if self.several && b == b'{' => {
                     let start = matches!(self.step, Step::Start);
                     if start && self.lead.step(b) != Some(b'{') {
@@ -191,6 +197,9 @@ impl BatchSighted {
                 Some(_) => Step::Done,
             },
             Step::Before if space => Step::Before,
+            // Several mode reads one line: a newline ends it (a WebSocket frame's lines are
+            // its messages, each read alone, and a stream's budget sees every line).
+            Step::After if self.several && b == b'\n' => Step::Done,
             Step::After if space => Step::After,
             // Several mode: only whitespace and objects (RFC 8259 §2).
             Step::Before | Step::After if self.several => Step::Done,

@@ -472,9 +472,17 @@ fn several_objects_on_a_line_are_each_summarised_after_the_first() {
         "{\"id\":1,\"result\":1} \u{feff}{\"id\":2,\"result\":1}",
         r#"{"id":1,"result":1} 5 {"id":2,"result":1}"#,
         r#"[{"id":1,"result":1}] {"id":2,"result":1}"#,
+        // One line only: what follows a newline is the next line's (a WebSocket frame's
+        // lines, a budget's stream), not read here.
+        "{\"id\":1,\"result\":1}\r\n{\"id\":2,\"result\":1}",
     ] {
         assert_eq!(read(none, 7), (vec![], false), "{none}");
     }
+    // Past the summaries' room the rest is told as not kept (and no longer read: the
+    // allocation bound of `transport_ws.rs`'s many-message frame pins that).
+    let many: String = (0..100_000).map(|i| format!("{{\"id\":{i}}} ")).collect();
+    let (pieces, unkept) = read(&many, 4096);
+    assert!(unkept && pieces.len() < 100_000, "{}", pieces.len());
     // Cut by the end of what was fed: the last one as cut.
     let (pieces, _) = read(r#"{"id":1,"result":1} {"id":2,"result":"xx"#, 4);
     assert_eq!(pieces, vec![r#"{"id":2,"result":["#.to_owned()]);
