@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, oneshot, watch};
 
-use super::kept::{bound_bytes, kept_descriptor, push_bounded};
+use super::kept::{bound_bytes, push_bounded};
 use super::log::{Dir, Kind, Log, MAX_KEPT_FRAME};
 use super::rules::{self, About};
 use crate::check::Target;
@@ -47,12 +47,6 @@ pub const MAX_EVENT_BYTES: usize = 64 * 1024;
 pub const MAX_SUGGESTED: usize = MAX_EVENT_BYTES / 4;
 /// Most answered server → host requests, hook runs, streams and narrowings remembered (each).
 pub const MAX_HISTORY: usize = 50;
-/// Most channel descriptors remembered from `channels/register` and `channels/changed`.
-pub const MAX_DESCRIPTORS: usize = 4096;
-/// Most bytes of one remembered channel descriptor as JSON, the library host's own bound
-/// (`session::ChannelLimits::max_descriptor_bytes`); a longer one (which the host refuses)
-/// is kept cut ([`kept_descriptor`]), one with a longer id not at all: 32 MiB with the ids.
-pub const MAX_DESCRIPTOR_BYTES: usize = 4096;
 /// Capacity of the live-update broadcast; a subscriber that falls further behind is told
 /// to reload (`{"type":"resync"}`).
 pub const UI_CAPACITY: usize = 256;
@@ -158,12 +152,21 @@ pub struct State {
     pub detail: Option<String>,
     /// The `initialize` params the host sent.
     pub host_init: Option<Value>,
-    /// The `initialize` result the server sent.
+    /// The `initialize` result the host runs under: the server's first answer to the
+    /// `initialize` request, which settles it in the library's peer; a later answer under
+    /// the same id is one to no request in flight, which the host drops
+    /// ([`State::ignored_init`]).
     pub server_init: Option<Value>,
+    /// Later answers to `initialize` (the host ignored them): how many, and the last one's
+    /// result or error, cut as an event is past [`MAX_EVENT_BYTES`].
+    pub ignored_init: Option<(u64, Value)>,
     init_id: Option<String>,
     /// A response read before any `initialize` was seen sent, by id: the peer taps a frame
     /// it writes inline only after the write, so a fast server's answer can be tapped first.
-    early_response: Option<(String, Value)>,
+    early_response: Option<(String, Option<Value>)>,
+    /// Whether the `initialize` request was answered (its first answer settles it, be it a
+    /// result or an error).
+    init_answered: bool,
     /// The host policy patterns in force.
     pub patterns: Vec<String>,
     /// The last policy change (apply), with its receipt.
@@ -180,8 +183,10 @@ pub struct State {
     pub answered: VecDeque<Value>,
     /// Manifest change receipts, newest last.
     pub manifest_changes: VecDeque<Value>,
-    /// Channel descriptors seen in `channels/register` / `channels/changed`.
-    pub descriptors: BTreeMap<String, Value>,
+    /// A channel message of the server was read and no frame was sent since: the next
+    /// frame sent (its answer, when it is a request) tells the front ends the host's
+    /// channel table may have changed.
+    channels_unsettled: bool,
     /// Hook runs, newest last.
     pub hooks: VecDeque<Value>,
     /// Outgoing streams sent, newest last.
@@ -203,6 +208,23 @@ pub struct State {
 }
 
 impl State {
+    /// Counts a later answer to `initialize` (`frame` bytes; its JSON when read), which the
+    /// host ignored, keeping its result or error cut as an event is.
+    fn ignore_init(&mut self, answer: Option<Value>, frame: usize) {
+        let answer = match answer {
+            Some(v) => v
+                .get("result")
+                .or_else(|| v.get("error"))
+                .cloned()
+                .unwrap_or(v),
+            None => json!({ "truncated": true, "bytes": frame }),
+        };
+        let mut kept = json!({ "answer": answer });
+        bound_bytes(&mut kept, &["answer"]);
+        let count = self.ignored_init.as_ref().map_or(0, |(n, _)| *n) + 1;
+        self.ignored_init = Some((count, kept["answer"].take()));
+    }
+
     /// [`State::detail`] as shown: once the server has ended its output, with how many of
     /// the current connection's requests wait for an answer now (counted when shown, not
     /// when the end was handled: a request the server sent just before its end is parked by
@@ -295,8 +317,10 @@ impl Engine {
             detail: None,
             host_init: None,
             server_init: None,
+            ignored_init: None,
             init_id: None,
             early_response: None,
+            init_answered: false,
             patterns: settings.patterns.clone(),
             policy: None,
             narrowings: VecDeque::new(),
@@ -306,7 +330,7 @@ impl Engine {
             next_pending: 0,
             answered: VecDeque::new(),
             manifest_changes: VecDeque::new(),
-            descriptors: BTreeMap::new(),
+            channels_unsettled: false,
             hooks: VecDeque::new(),
             streams: VecDeque::new(),
             tools: None,
@@ -389,11 +413,13 @@ impl Engine {
             st.detail = None;
             st.host_init = None;
             st.server_init = None;
+            st.ignored_init = None;
             st.init_id = None;
             st.early_response = None;
+            st.init_answered = false;
             st.policy = None;
             st.tools = None;
-            st.descriptors.clear();
+            st.channels_unsettled = false;
             // Dropping the answer senders ends the old connection's waiting handlers.
             st.pending.clear();
             (st.generation, st.patterns.clone())
@@ -538,7 +564,13 @@ impl Engine {
     }
 
     /// One frame from the tap: logged, then read for the connection panel (handshake,
-    /// phase) and the channel descriptors.
+    /// phase). What a server's frame claims is shown only as the host took it: of the
+    /// answers to `initialize`, the first, which settles the request in the library's peer
+    /// (a later one answers no request in flight, and the host drops it: so it is shown,
+    /// [`State::ignored_init`]); the channels from the host's own table
+    /// ([`HostSession::channel_descriptors`]), never from `channels/register` or
+    /// `channels/changed` frames, whose refused descriptors (a duplicate, an invalid or
+    /// unpermitted one, §14.2, §14.5) were shown as if registered.
     fn on_frame(&self, generation: u64, ev: TapEvent<'_>) {
         let dir = match ev.direction {
             FrameDirection::Inbound => Dir::Received,
@@ -553,48 +585,46 @@ impl Engine {
         let method = info.method.as_deref();
         let notable = matches!(
             (dir, method),
-            (
-                Dir::Sent,
-                Some("initialize" | "notifications/initialized" | "featureSets/update")
-            ) | (
-                Dir::Received,
-                None | Some("channels/register" | "channels/changed")
-            )
+            (Dir::Sent, _)
+                | (
+                    Dir::Received,
+                    None | Some("channels/register" | "channels/changed")
+                )
         );
         if !notable {
             return;
         }
         let id = info.id.clone();
-        // A frame over MAX_KEPT_FRAME is only logged, but for the server's `initialize`
-        // result and its channel descriptors: a manifest of many feature sets passes 256 KiB
-        // (the connection panel and the grant preview showed no server at all), and so does
-        // a register of many channels (each listed with no descriptor). They are read within
-        // the library's parsed-cost bound (the peer refuses a costlier one), outside the
-        // state's lock.
+        // A frame over MAX_KEPT_FRAME is only logged, but for the answer to `initialize` the
+        // host runs under: a manifest of many feature sets passes 256 KiB (the connection
+        // panel and the grant preview showed no server at all). It is read within the
+        // library's parsed-cost bound (the peer refuses a costlier one), outside the
+        // state's lock; a later answer (the host ignores it) is not read.
         let mut parsed = None;
-        if ev.text.len() > MAX_KEPT_FRAME {
-            let wanted = match (dir, method) {
-                (Dir::Received, Some(_)) => true,
-                (Dir::Received, None) => {
-                    id.is_some() && {
-                        let st = self.state();
-                        st.generation == generation && (st.init_id.is_none() || st.init_id == id)
+        let big = ev.text.len() > MAX_KEPT_FRAME;
+        if big && dir == Dir::Received && method.is_none() && id.is_some() {
+            let wanted = {
+                let st = self.state();
+                st.generation == generation
+                    && !st.init_answered
+                    && if st.init_id.is_none() {
+                        st.early_response.is_none()
+                    } else {
+                        st.init_id == id
                     }
-                }
-                _ => false,
             };
-            if !wanted
-                || mcpl::jsonrpc::parsed_cost(ev.text) > mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST
+            if wanted
+                && mcpl::jsonrpc::parsed_cost(ev.text) <= mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST
             {
-                return;
+                parsed = serde_json::from_str::<Value>(ev.text).ok();
             }
-            parsed = serde_json::from_str::<Value>(ev.text).ok();
         }
-        let mut read = || {
+        let mut read = || -> Option<Value> {
             parsed
                 .take()
-                .unwrap_or_else(|| serde_json::from_str(ev.text).unwrap_or(Value::Null))
+                .or_else(|| (!big).then(|| serde_json::from_str(ev.text).ok()).flatten())
         };
+        let mut ignored = None;
         let mut st = self.state();
         if st.generation != generation {
             return;
@@ -604,61 +634,46 @@ impl Engine {
             (Dir::Sent, Some("initialize")) => {
                 let v: Value = serde_json::from_str(ev.text).unwrap_or(Value::Null);
                 st.host_init = v.get("params").cloned();
-                if let Some((early, result)) = st.early_response.take() {
+                if let Some((early, answer)) = st.early_response.take() {
                     if id.as_ref() == Some(&early) {
-                        st.server_init = result.get("result").cloned();
+                        st.init_answered = true;
+                        st.server_init = answer.and_then(|a| a.get("result").cloned());
                     }
                 }
                 st.init_id = id;
             }
             (Dir::Sent, Some("notifications/initialized")) => st.phase = Phase::Initialized,
-            (Dir::Sent, Some(_)) => {
+            (Dir::Sent, Some("featureSets/update")) => {
+                st.channels_unsettled = false;
                 if st.phase == Phase::Initialized {
                     st.phase = Phase::PolicySent;
                 }
             }
+            // Any other frame sent, after a channel message read: the host has taken the
+            // message (it answers a request after applying it), so its table is shown anew.
+            (Dir::Sent, _) => changed = std::mem::take(&mut st.channels_unsettled),
             (Dir::Received, None) if id.is_some() && id == st.init_id => {
-                let v = read();
-                st.server_init = v.get("result").cloned();
+                if st.init_answered {
+                    ignored = Some(read());
+                } else {
+                    st.init_answered = true;
+                    st.server_init = read().and_then(|v| v.get("result").cloned());
+                }
             }
-            (Dir::Received, None) if st.init_id.is_none() && st.server_init.is_none() => {
-                if let Some(id) = id {
+            (Dir::Received, None) if st.init_id.is_none() && !st.init_answered => match id {
+                Some(id) if st.early_response.is_none() => {
                     st.early_response = Some((id, read()));
                 }
-            }
-            (Dir::Received, Some(m)) => {
-                let v = read();
-                let p = v.get("params");
-                let list = |k: &str| {
-                    p.and_then(|p| p.get(k))
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default()
-                };
-                let mut upserts = list(if m == "channels/register" {
-                    "channels"
-                } else {
-                    "added"
-                });
-                upserts.extend(list("updated"));
-                for d in upserts {
-                    // An id over MAX_DESCRIPTOR_BYTES names no channel (the host refuses it).
-                    let cid = d.get("id").and_then(Value::as_str);
-                    if let Some(cid) = cid.filter(|c| c.len() <= MAX_DESCRIPTOR_BYTES) {
-                        if st.descriptors.len() < MAX_DESCRIPTORS
-                            || st.descriptors.contains_key(cid)
-                        {
-                            st.descriptors.insert(cid.to_owned(), kept_descriptor(&d));
-                        }
-                    }
+                Some(id) if st.early_response.as_ref().is_some_and(|(e, _)| *e == id) => {
+                    ignored = Some(read());
                 }
-                for r in list("removed") {
-                    if let Some(cid) = r.as_str().or_else(|| r.get("id").and_then(Value::as_str)) {
-                        st.descriptors.remove(cid);
-                    }
-                }
-            }
+                _ => changed = false,
+            },
+            (Dir::Received, Some(_)) => st.channels_unsettled = true,
             _ => changed = false,
+        }
+        if let Some(answer) = ignored {
+            st.ignore_init(answer, ev.text.len());
         }
         drop(st);
         if changed {
@@ -853,56 +868,4 @@ async fn dial(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The peer taps a frame it writes inline only once written, so a fast server's answer
-    /// to `initialize` can be tapped before the request: the connection panel still shows
-    /// the server's `initialize` result (seen flaking in `inspect_api.rs` as a null
-    /// `serverInfo`).
-    #[test]
-    fn an_initialize_answer_tapped_before_its_request_is_still_the_servers_result() {
-        let engine = Engine::new(Settings {
-            target: Target::Tcp("127.0.0.1:1".into()),
-            label: "t".into(),
-            tls: None,
-            check_args: Vec::new(),
-            patterns: Vec::new(),
-            auto_answer: AutoAnswer::Off,
-            timeout: Duration::from_secs(1),
-        });
-        let frame = |direction, text: &str| {
-            engine.on_frame(
-                0,
-                TapEvent {
-                    direction,
-                    at: std::time::SystemTime::now(),
-                    text,
-                },
-            )
-        };
-        let result = r#"{"jsonrpc":"2.0","id":1,"result":{"serverInfo":{"name":"fast"}}}"#;
-        frame(FrameDirection::Inbound, result);
-        frame(
-            FrameDirection::Outbound,
-            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
-        );
-        assert_eq!(
-            engine.state().server_init,
-            Some(json!({ "serverInfo": { "name": "fast" } }))
-        );
-    }
-
-    #[test]
-    fn echo_answers_the_last_user_message() {
-        let p = json!({ "messages": [
-            { "role": "user", "content": "first" },
-            { "role": "user", "content": [{ "type": "text", "text": "sec" }, { "type": "text", "text": "ond" }] },
-            { "role": "assistant", "content": "no" },
-        ]});
-        assert_eq!(echo_text(&p), "second");
-        assert_eq!(echo_text(&json!({})), "");
-        assert_eq!(text_answer("inference/request", "x")["content"], "x");
-        assert_eq!(text_answer("model/info", "m")["id"], "m");
-    }
-}
+mod tests;

@@ -1,12 +1,13 @@
 //! What the inspector keeps of what it shows, within its bounds: events, requests and every
-//! history entry cut past [`MAX_EVENT_BYTES`], channel descriptors past
-//! [`MAX_DESCRIPTOR_BYTES`], histories by count.
+//! history entry cut past [`MAX_EVENT_BYTES`], histories by count. Channel descriptors are
+//! not kept here: the Channels panel shows the library host's table, within its own bounds
+//! (`session::ChannelLimits`).
 
 use std::collections::VecDeque;
 
 use serde_json::{json, Value};
 
-use super::engine::{MAX_DESCRIPTOR_BYTES, MAX_EVENT_BYTES};
+use super::engine::MAX_EVENT_BYTES;
 use super::log::PREVIEW_CHARS;
 
 /// The members of a kept event [`bound_bytes`] cuts, in order: every one a server sizes (the
@@ -58,50 +59,10 @@ pub fn bound_bytes(v: &mut Value, keys: &[&str]) {
     v["truncated"] = json!(true);
 }
 
-/// A channel descriptor as the Channels panel keeps it: whole up to
-/// [`MAX_DESCRIPTOR_BYTES`] of JSON, else its `id`, `type` and `direction` (each kept when a
-/// string of at most 256 bytes) with `"truncated": true` and its size.
-pub fn kept_descriptor(d: &Value) -> Value {
-    let size = serde_json::to_string(d).map_or(0, |t| t.len());
-    if size <= MAX_DESCRIPTOR_BYTES {
-        return d.clone();
-    }
-    let mut kept = json!({ "truncated": true, "bytes": size });
-    for key in ["id", "type", "direction"] {
-        if let Some(v) = d
-            .get(key)
-            .filter(|v| v.as_str().is_some_and(|t| t.len() <= 256))
-        {
-            kept[key] = v.clone();
-        }
-    }
-    kept
-}
-
 /// Pushes onto a bounded history, dropping the oldest.
 pub fn push_bounded(list: &mut VecDeque<Value>, v: Value, bound: usize) {
     list.push_back(v);
     while list.len() > bound {
         list.pop_front();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_descriptor_is_kept_whole_or_cut_to_its_head() {
-        let small = json!({ "id": "c:1", "type": "chat", "direction": "inbound", "label": "x" });
-        assert_eq!(kept_descriptor(&small), small);
-        let big = json!({ "id": "c:2", "type": "chat", "direction": "inbound",
-                          "label": "x".repeat(MAX_DESCRIPTOR_BYTES) });
-        let kept = kept_descriptor(&big);
-        assert_eq!(kept["truncated"], true);
-        assert_eq!(
-            (&kept["id"], &kept["direction"]),
-            (&json!("c:2"), &json!("inbound"))
-        );
-        assert!(kept.get("label").is_none());
     }
 }

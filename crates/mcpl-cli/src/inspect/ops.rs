@@ -80,13 +80,37 @@ impl Engine {
             .ok_or_else(|| "not connected (restart to connect again)".to_owned())
     }
 
-    /// The server's `initialize` capabilities, if the handshake got that far.
-    fn server_capabilities(&self) -> Option<Value> {
-        self.state()
+    /// The server's capabilities as the host judges them, if the handshake got that far:
+    /// those of the `initialize` answer the host runs under ([`State::server_init`]), with
+    /// `experimental.mcpl` the manifest the session has in force (its review: the one of
+    /// that answer as the library read it, or a later one fetched, §17.5), and without it
+    /// when the session serves the server as plain MCP (§3.3: it grants at most `tools`
+    /// however MCPL was advertised). With no session, the answer as it came.
+    ///
+    /// [`State::server_init`]: super::engine::State::server_init
+    fn server_capabilities(&self, session: Option<&HostSession>) -> Option<Value> {
+        let mut caps = self
+            .state()
             .server_init
             .as_ref()
             .and_then(|r| r.get("capabilities"))
-            .cloned()
+            .cloned()?;
+        let Some(s) = session else {
+            return Some(caps);
+        };
+        if let Some(experimental) = caps.get_mut("experimental").and_then(Value::as_object_mut) {
+            match s.mode() {
+                host::Mode::Mcpl => {
+                    if let Some((m, _)) = s.manifest() {
+                        experimental.insert("mcpl".into(), m);
+                    }
+                }
+                host::Mode::McpOnly(_) => {
+                    experimental.remove("mcpl");
+                }
+            }
+        }
+        Some(caps)
     }
 
     /// What `patterns` would grant and which feature sets they leave available (§5.4, §6.4),
@@ -94,7 +118,7 @@ impl Engine {
     pub fn grant_preview(&self, patterns: &[String]) -> OpResult {
         parse_patterns(patterns)?;
         let caps = self
-            .server_capabilities()
+            .server_capabilities(self.session().as_ref())
             .ok_or_else(|| "no initialize result yet".to_owned())?;
         let report = policy::grant_report_from_value(&caps, patterns.iter().map(String::as_str))
             .map_err(|e| e.to_string())?;
@@ -105,7 +129,7 @@ impl Engine {
     /// in force and the feature sets under it, and each set's `uses`.
     fn grant_view(&self, session: Option<&HostSession>) -> Value {
         let patterns = self.state().patterns.clone();
-        let caps = self.server_capabilities();
+        let caps = self.server_capabilities(session);
         let in_force: Vec<String> = session
             .map(|s| {
                 s.grant()
@@ -161,7 +185,7 @@ impl Engine {
                     json!({ "manifest": m, "declared": declared, "recomputed": recomputed,
                             "matches": matches })
                 });
-                (m, s.channels())
+                (m, s.channel_descriptors())
             }
             None => (None, Vec::new()),
         };
@@ -175,7 +199,7 @@ impl Engine {
         let server = st.server_init.as_ref();
         let channels: Vec<Value> = channels
             .iter()
-            .map(|id| json!({ "id": id, "descriptor": st.descriptors.get(id) }))
+            .map(|(id, d)| json!({ "id": id, "descriptor": d }))
             .collect();
         let pending: Vec<Value> = st
             .pending
@@ -205,6 +229,8 @@ impl Engine {
                     .and_then(|r| r.pointer("/capabilities/experimental/mcpl")),
                 "hostInitialize": st.host_init,
                 "serverInitialize": st.server_init,
+                "ignoredInitializeAnswers": st.ignored_init.as_ref()
+                    .map(|(count, last)| json!({ "count": count, "last": last })),
             },
             "grant": grant,
             "policy": st.policy,

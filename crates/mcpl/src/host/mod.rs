@@ -825,6 +825,18 @@ impl HostSession {
         self.snapshot().channels.ids()
     }
 
+    /// Each channel of [`Self::channels`] with the descriptor the host accepted and holds
+    /// for it (§14.2, §14.5), in id order: what the host enforces, never a descriptor it
+    /// refused (a duplicate, an invalid or unpermitted one).
+    pub fn channel_descriptors(&self) -> Vec<(String, Value)> {
+        let snap = self.snapshot();
+        snap.channels
+            .ids()
+            .into_iter()
+            .filter_map(|id| snap.channels.get(&id).cloned().map(|d| (id, d)))
+            .collect()
+    }
+
     /// The underlying peer: for MCP traffic outside MCPL's gating and the connection's
     /// lifecycle (`closed`, `close_reason`, `close`). What it sends is not seen by the
     /// session, so its send methods refuse every MCPL method (`channels/publish`,

@@ -136,7 +136,10 @@ function render(s) {
   text($('conn-generation'), c.generation);
   text($('conn-mode'), c.mode || '');
   text($('conn-protocol'), c.protocolVersion || '');
-  text($('conn-server'), c.serverInfo ? fmt`${c.serverInfo.name || ''} ${c.serverInfo.version || ''}` : '');
+  // A later answer to initialize is one the host ignored (the first settled the request).
+  const ignored = c.ignoredInitializeAnswers;
+  text($('conn-server'), (c.serverInfo ? fmt`${c.serverInfo.name || ''} ${c.serverInfo.version || ''}` : '')
+    + (ignored ? fmt` (${ignored.count} later answer(s) to initialize, ignored by the host)` : ''));
   text($('adv-host'), pretty(c.hostAdvertisement));
   text($('adv-server'), c.serverAdvertisement === undefined || c.serverAdvertisement === null
     ? '(no experimental.mcpl: MCP-only)' : pretty(c.serverAdvertisement));
