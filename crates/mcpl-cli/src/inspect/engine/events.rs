@@ -56,12 +56,19 @@ impl Engine {
                 if tools_changed {
                     self.relist_tools();
                 }
-                let manifest = self.session().and_then(|s| s.manifest());
+                // The event is handled after the session published the change, maybe after
+                // a later one too: the manifest in force is shown only while it is the one
+                // this receipt names (its recomputed revision, §17.6).
+                let manifest = self
+                    .session()
+                    .and_then(|s| s.manifest())
+                    .filter(|(_, revision)| revision.as_deref() == Some(&receipt.revision));
                 json!({
                     "kind": "manifest",
                     "receipt": serde_json::to_value(&receipt).unwrap_or(Value::Null),
-                    "manifest": manifest.as_ref().map(|m| &m.0),
-                    "revision": manifest.as_ref().and_then(|m| m.1.clone()),
+                    "superseded": manifest.is_none(),
+                    "manifest": manifest.map(|m| m.0),
+                    "revision": receipt.revision,
                 })
             }
             // Plain MCP's `notifications/*/list_changed` (no manifest reviewed, §3.3).

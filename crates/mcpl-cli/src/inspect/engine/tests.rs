@@ -108,3 +108,56 @@ fn echo_answers_the_last_user_message() {
     assert_eq!(text_answer("inference/request", "x")["content"], "x");
     assert_eq!(text_answer("model/info", "m")["id"], "m");
 }
+
+/// A manifest change event is handled after the session has published the change, possibly
+/// after a later one too (the events queue behind the state): the event showed the manifest
+/// in force when it was handled, with that manifest's revision, beside a receipt naming
+/// another (§17.6: a receipt's revision is the manifest it produced). Now the event shows
+/// the receipt's revision, and the manifest only while it is the one that receipt names.
+#[tokio::test]
+async fn a_manifest_change_is_shown_with_its_own_manifest_only() {
+    use mcpl::host::{HostConfig, HostEvent, HostSession};
+    use mcpl::manifest::review::ChangeReceipt;
+    let engine = Engine::new(Settings {
+        target: Target::Tcp("127.0.0.1:1".into()),
+        label: "t".into(),
+        tls: None,
+        check_args: Vec::new(),
+        patterns: Vec::new(),
+        auto_answer: AutoAnswer::Off,
+        timeout: Duration::from_secs(5),
+    });
+    let (host_side, server_side) = mcpl::transport::memory::pair();
+    tokio::spawn(mcpl::reference::serve(server_side));
+    let (session, _streams) = HostSession::connect(host_side, HostConfig::default())
+        .await
+        .expect("connects");
+    let (manifest, in_force) = session.manifest().expect("a manifest in force");
+    let in_force = in_force.expect("its revision");
+    *lock(&engine.inner.session) = Some(session.clone());
+    let receipt = |revision: &str| ChangeReceipt {
+        previous_revision: None,
+        revision: revision.to_owned(),
+        domains: Vec::new(),
+        impacts: Vec::new(),
+    };
+    // A receipt of a change since superseded: not shown with the manifest in force now.
+    engine.on_event(
+        0,
+        "ref",
+        HostEvent::ManifestChange(receipt("sha256:superseded")),
+    );
+    // The receipt of the manifest in force: shown with it.
+    engine.on_event(0, "ref", HostEvent::ManifestChange(receipt(&in_force)));
+    let events: Vec<Value> = engine.state().events.iter().cloned().collect();
+    let [old, current] = events.as_slice() else {
+        panic!("two events: {events:?}")
+    };
+    assert_eq!(old["revision"], "sha256:superseded", "{old}");
+    assert_eq!(old["manifest"], Value::Null, "{old}");
+    assert_eq!(old["superseded"], true, "{old}");
+    assert_eq!(current["revision"], json!(in_force), "{current}");
+    assert_eq!(current["manifest"], manifest, "{current}");
+    assert_eq!(current["superseded"], false, "{current}");
+    session.close();
+}
