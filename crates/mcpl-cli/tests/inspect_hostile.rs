@@ -1096,3 +1096,35 @@ fn the_channels_shown_are_the_descriptors_the_host_holds() {
     assert_eq!(shown("c:3")["label"], "last", "{channels:?}");
     assert_eq!(channels.len(), 3, "{channels:?}");
 }
+
+/// A server advertising MCPL under another version (`0.4`) with a feature set: the library
+/// host serves it as plain MCP (§3.3; it grants at most `tools`), but the Grant panel and
+/// the preview judged the advertisement as written, offering `pushEvents` and the set as
+/// grantable. Now they judge what the host runs under: no MCPL at all.
+#[test]
+fn a_server_served_as_plain_mcp_is_offered_no_mcpl_grant() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let manifest = json!({ "version": "0.4", "pushEvents": true, "featureSets": {
+        "ev": { "description": "pushes", "uses": ["pushEvents"] } } });
+    std::thread::spawn(move || manifest_server(listener, manifest));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    let state = insp.ready(&mut events);
+    let mode = state["connection"]["mode"].as_str().unwrap_or("");
+    assert!(mode.starts_with("McpOnly"), "{}", state["connection"]);
+    // What the server wrote is still shown as written.
+    assert_eq!(state["connection"]["serverAdvertisement"]["version"], "0.4");
+    let report = &state["grant"]["report"];
+    assert_eq!(report["advertised"], json!(["tools"]), "{report}");
+    assert_eq!(
+        state["grant"]["featureSets"],
+        json!({}),
+        "{}",
+        state["grant"]
+    );
+    let p = insp.post("/api/grant/preview", json!({ "patterns": ["pushEvents"] }));
+    assert_eq!(p["ok"], true, "{p}");
+    assert_eq!(p["result"]["effectiveCapabilities"], json!([]), "{p}");
+    assert!(p["result"]["featureSets"]["ev"].is_null(), "{p}");
+}
