@@ -1128,3 +1128,78 @@ fn a_server_served_as_plain_mcp_is_offered_no_mcpl_grant() {
     assert_eq!(p["result"]["effectiveCapabilities"], json!([]), "{p}");
     assert!(p["result"]["featureSets"]["ev"].is_null(), "{p}");
 }
+
+/// A server whose manifest changes (§17): `initialize` advertises `pushEvents` with feature
+/// set `ev`, the manifest fetched after `mcpl/manifestChanged` drops both. The library host
+/// reviews the new one and runs under it, but the Grant panel and the preview judged the
+/// `initialize` answer for ever: `ev` listed and grantable. Now they judge the manifest the
+/// session has in force.
+#[test]
+fn the_grant_views_follow_a_manifest_change() {
+    use std::io::{BufRead, BufReader};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let before = json!({ "version": "0.5", "pushEvents": true, "modelInfo": true,
+        "featureSets": {
+            "ev": { "description": "pushes", "uses": ["pushEvents"] },
+            "m": { "description": "asks the model", "uses": ["modelInfo"] } } });
+    let after = json!({ "version": "0.5", "modelInfo": true, "featureSets": {
+        "m": { "description": "asks the model", "uses": ["modelInfo"] } } });
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut writer = stream.try_clone().unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        while reader.read_line(&mut line).unwrap_or(0) > 0 {
+            let msg: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            line.clear();
+            let Some(id) = msg.get("id").filter(|_| msg.get("method").is_some()) else {
+                continue;
+            };
+            let method = msg["method"].as_str().unwrap_or("");
+            let result = match method {
+                "initialize" => json!({ "protocolVersion": "2025-06-18",
+                    "capabilities": { "tools": {}, "experimental": { "mcpl": before } },
+                    "serverInfo": { "name": "changer", "version": "1" } }),
+                "featureSets/update" => json!({ "accepted": true }),
+                "mcpl/manifest" => after.clone(),
+                "tools/list" => json!({ "tools": [] }),
+                _ => json!({}),
+            };
+            let reply = json!({ "jsonrpc": "2.0", "id": id, "result": result });
+            writeln!(writer, "{reply}").unwrap();
+            if method == "tools/list" {
+                let changed = json!({ "jsonrpc": "2.0", "method": "mcpl/manifestChanged",
+                    "params": { "revision": "r2", "domains": ["capabilities", "featureSets"] } });
+                writeln!(writer, "{changed}").unwrap();
+            }
+        }
+    });
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    events.until("the manifest change", |v| {
+        v["type"] == "event" && v["event"]["kind"] == "manifest"
+    });
+    let state = insp.get("/api/state");
+    let g = &state["grant"];
+    assert!(g["featureSets"]["ev"].is_null(), "{g}");
+    assert!(g["featureSets"]["m"].is_object(), "{g}");
+    assert!(g["report"]["featureSets"]["ev"].is_null(), "{g}");
+    let p = insp.post(
+        "/api/grant/preview",
+        json!({ "patterns": ["pushEvents", "modelInfo"] }),
+    );
+    assert_eq!(p["ok"], true, "{p}");
+    assert_eq!(
+        p["result"]["effectiveCapabilities"],
+        json!(["modelInfo"]),
+        "{p}"
+    );
+    assert!(p["result"]["featureSets"]["ev"].is_null(), "{p}");
+    // The initialize answer is still shown as the server wrote it.
+    assert_eq!(
+        state["connection"]["serverAdvertisement"]["pushEvents"], true,
+        "{}",
+        state["connection"]
+    );
+}
