@@ -961,6 +961,19 @@ fn an_event_under_a_huge_feature_set_name_is_kept_cut() {
 /// `narrow` as `harmless-looking`; then as [`scripted_server`] (the manifest fetch answers
 /// `wide`).
 fn twice_initializing_server(listener: std::net::TcpListener, wide: Value, narrow: Value) {
+    initializing_server(listener, wide, narrow, None)
+}
+
+/// [`twice_initializing_server`], or with `decoy` (`"other-id"`, `"both"`): before its
+/// only answer, the `narrow` one under the request's id as a string where it is a number
+/// (another id: the peer takes it for no answer), or with an error beside its result (an
+/// invalid response, which settles the request as an error).
+fn initializing_server(
+    listener: std::net::TcpListener,
+    wide: Value,
+    narrow: Value,
+    decoy: Option<&str>,
+) {
     use std::io::{BufRead, BufReader};
     let (stream, _) = listener.accept().unwrap();
     let mut writer = stream.try_clone().unwrap();
@@ -979,6 +992,16 @@ fn twice_initializing_server(listener: std::net::TcpListener, wide: Value, narro
                 "serverInfo": { "name": name, "version": "1" } }))
         };
         match msg["method"].as_str().unwrap_or("") {
+            "initialize" if decoy.is_some() => {
+                let mut d = init("harmless-looking", &narrow);
+                if decoy == Some("both") {
+                    d["error"] = json!({ "code": -32603, "message": "and an error" });
+                } else {
+                    d["id"] = json!(id.to_string());
+                }
+                writeln!(writer, "{d}").unwrap();
+                writeln!(writer, "{}", init("wide-real", &wide)).unwrap();
+            }
             "initialize" => {
                 writeln!(writer, "{}", init("wide-real", &wide)).unwrap();
                 writeln!(writer, "{}", init("harmless-looking", &narrow)).unwrap();
@@ -1202,4 +1225,49 @@ fn the_grant_views_follow_a_manifest_change() {
         "{}",
         state["connection"]
     );
+}
+
+/// A frame under the `initialize` request's id as text that the library's peer reads
+/// otherwise, written before the real answer: the id as a string where the request's is a
+/// number (another id: no answer), or a result with an error beside it (an invalid
+/// response: the request is settled as an error and the session does not start). Read by
+/// its id's text alone, each was taken for the server's result (the first answer), and the
+/// real one counted as ignored. Now a frame answers `initialize` as the library reads it
+/// (`Message::parse`: the id with its type; an invalid response with the id is an error).
+#[test]
+fn a_frame_the_peer_reads_otherwise_is_not_the_initialize_result() {
+    let wide = json!({ "version": "0.5", "contextHooks": { "beforeInference": true },
+        "featureSets": { "ctx": { "description": "reads every turn",
+                                  "uses": ["contextHooks.beforeInference.observe"] } } });
+    let narrow = json!({ "version": "0.5", "featureSets": {} });
+    let start = |decoy: &'static str| {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (wide, narrow) = (wide.clone(), narrow.clone());
+        std::thread::spawn(move || initializing_server(listener, wide, narrow, Some(decoy)));
+        Inspect::start(&[&format!("tcp://{addr}")])
+    };
+    // Another id: the real answer is the server's result, nothing ignored.
+    let insp = start("other-id");
+    let mut events = insp.events();
+    let state = insp.ready(&mut events);
+    let c = &state["connection"];
+    assert_eq!(c["serverInfo"]["name"], "wide-real", "{c}");
+    assert_eq!(c["ignoredInitializeAnswers"], Value::Null, "{c}");
+    assert!(
+        state["grant"]["featureSets"]["ctx"].is_object(),
+        "{}",
+        state["grant"]
+    );
+    // An invalid response: initialize was answered with an error, so no server result;
+    // the real answer came after it, ignored.
+    let insp = start("both");
+    let mut events = insp.events();
+    let state = state_until(&insp, &mut events, "the session refused", |s| {
+        s["connection"]["phase"] == "closed"
+    });
+    let c = &state["connection"];
+    assert_eq!(c["serverInitialize"], Value::Null, "{c}");
+    assert_eq!(c["serverInfo"], Value::Null, "{c}");
+    assert_eq!(c["ignoredInitializeAnswers"]["count"], 1, "{c}");
 }

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime};
 
 use mcpl::host::{HostConfig, HostDiagnostic, HostSession, RequestHandler};
-use mcpl::jsonrpc::ErrorObject;
+use mcpl::jsonrpc::{ErrorObject, InvalidMessage, Message, ParseError, RequestId, Response};
 use mcpl::peer::{FrameDirection, PeerConfig, Tap, TapEvent};
 use mcpl::protocol::push::timestamp_millis;
 use mcpl::tags::TreatmentRules;
@@ -160,10 +160,11 @@ pub struct State {
     /// Later answers to `initialize` (the host ignored them): how many, and the last one's
     /// result or error, cut as an event is past [`MAX_EVENT_BYTES`].
     pub ignored_init: Option<(u64, Value)>,
-    init_id: Option<String>,
-    /// A response read before any `initialize` was seen sent, by id: the peer taps a frame
+    /// The `initialize` request's id, as the log shows it and as the library reads it.
+    init_id: Option<(String, RequestId)>,
+    /// An answer read before any `initialize` was seen sent, by id: the peer taps a frame
     /// it writes inline only after the write, so a fast server's answer can be tapped first.
-    early_response: Option<(String, Option<Value>)>,
+    early_response: Option<(RequestId, InitAnswer)>,
     /// Whether the `initialize` request was answered (its first answer settles it, be it a
     /// result or an error).
     init_answered: bool,
@@ -207,18 +208,49 @@ pub struct State {
     child: Option<ChildControl>,
 }
 
+/// An answer to `initialize` as the library's peer reads it: its result, or what settles
+/// the request as an error (the server's error, or why the response is invalid).
+type InitAnswer = Result<Value, Value>;
+
+/// Reads `text`, a frame with no method and an id, as the library's peer reads it
+/// ([`Message::parse`], the one reading the peer shares): a valid response answers the
+/// request of its id (the id's type included: `"1"` answers no request `1`), an invalid
+/// one whose id can be read settles that request as an error (`invalid response: …`), and
+/// anything else answers nothing.
+fn init_answer(text: &str) -> Option<(RequestId, InitAnswer)> {
+    match Message::parse(text) {
+        Ok(Message::Response(Response {
+            id: Some(id),
+            outcome,
+        })) => Some((
+            id,
+            outcome.map_err(|e| json!({ "code": e.code, "message": e.message })),
+        )),
+        Err(ParseError::Invalid(InvalidMessage {
+            id: Some(id),
+            reason,
+        })) => Some((id, Err(json!({ "invalidResponse": reason })))),
+        _ => None,
+    }
+}
+
 impl State {
-    /// Counts a later answer to `initialize` (`frame` bytes; its JSON when read), which the
-    /// host ignored, keeping its result or error cut as an event is.
-    fn ignore_init(&mut self, answer: Option<Value>, frame: usize) {
-        let answer = match answer {
-            Some(v) => v
-                .get("result")
-                .or_else(|| v.get("error"))
-                .cloned()
-                .unwrap_or(v),
-            None => json!({ "truncated": true, "bytes": frame }),
-        };
+    /// Takes `answer` under the `initialize` request's id: the first settles the request
+    /// (its result is the server's; an error leaves none), a later one is counted as
+    /// ignored, as the host ignores it.
+    fn init_answered_by(&mut self, answer: InitAnswer) {
+        if self.init_answered {
+            self.ignore_init(answer);
+        } else {
+            self.init_answered = true;
+            self.server_init = answer.ok();
+        }
+    }
+
+    /// Counts a later answer to `initialize`, which the host ignored, keeping its result or
+    /// error cut as an event is.
+    fn ignore_init(&mut self, answer: InitAnswer) {
+        let (Ok(answer) | Err(answer)) = answer;
         let mut kept = json!({ "answer": answer });
         bound_bytes(&mut kept, &["answer"]);
         let count = self.ignored_init.as_ref().map_or(0, |(n, _)| *n) + 1;
@@ -600,31 +632,29 @@ impl Engine {
         // panel and the grant preview showed no server at all). It is read within the
         // library's parsed-cost bound (the peer refuses a costlier one), outside the
         // state's lock; a later answer (the host ignores it) is not read.
-        let mut parsed = None;
-        let big = ev.text.len() > MAX_KEPT_FRAME;
-        if big && dir == Dir::Received && method.is_none() && id.is_some() {
-            let wanted = {
+        //
+        // A frame with no method under the request's id (as the log shows ids), or any
+        // before the request is seen, is read as the library's peer reads it
+        // ([`init_answer`]); one past the library's parsed-cost bound is not read (the peer
+        // refuses it, settling the request it names as an error).
+        let mut answer = None;
+        let mut unread = false;
+        if dir == Dir::Received && method.is_none() && id.is_some() {
+            let candidate = {
                 let st = self.state();
                 st.generation == generation
-                    && !st.init_answered
-                    && if st.init_id.is_none() {
-                        st.early_response.is_none()
-                    } else {
-                        st.init_id == id
-                    }
+                    && st
+                        .init_id
+                        .as_ref()
+                        .map_or(true, |(text, _)| Some(text) == id.as_ref())
             };
-            if wanted
-                && mcpl::jsonrpc::parsed_cost(ev.text) <= mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST
-            {
-                parsed = serde_json::from_str::<Value>(ev.text).ok();
+            let affordable = ev.text.len() <= MAX_KEPT_FRAME
+                || mcpl::jsonrpc::parsed_cost(ev.text) <= mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST;
+            if candidate && affordable {
+                answer = init_answer(ev.text);
             }
+            unread = candidate && !affordable;
         }
-        let mut read = || -> Option<Value> {
-            parsed
-                .take()
-                .or_else(|| (!big).then(|| serde_json::from_str(ev.text).ok()).flatten())
-        };
-        let mut ignored = None;
         let mut st = self.state();
         if st.generation != generation {
             return;
@@ -632,15 +662,17 @@ impl Engine {
         let mut changed = true;
         match (dir, method) {
             (Dir::Sent, Some("initialize")) => {
-                let v: Value = serde_json::from_str(ev.text).unwrap_or(Value::Null);
-                st.host_init = v.get("params").cloned();
+                let request = match Message::parse(ev.text) {
+                    Ok(Message::Request(r)) => Some(r),
+                    _ => None,
+                };
+                st.host_init = request.as_ref().and_then(|r| r.params.clone());
+                st.init_id = id.zip(request.map(|r| r.id));
                 if let Some((early, answer)) = st.early_response.take() {
-                    if id.as_ref() == Some(&early) {
-                        st.init_answered = true;
-                        st.server_init = answer.and_then(|a| a.get("result").cloned());
+                    if st.init_id.as_ref().is_some_and(|(_, i)| *i == early) {
+                        st.init_answered_by(answer);
                     }
                 }
-                st.init_id = id;
             }
             (Dir::Sent, Some("notifications/initialized")) => st.phase = Phase::Initialized,
             (Dir::Sent, Some("featureSets/update")) => {
@@ -652,28 +684,22 @@ impl Engine {
             // Any other frame sent, after a channel message read: the host has taken the
             // message (it answers a request after applying it), so its table is shown anew.
             (Dir::Sent, _) => changed = std::mem::take(&mut st.channels_unsettled),
-            (Dir::Received, None) if id.is_some() && id == st.init_id => {
-                if st.init_answered {
-                    ignored = Some(read());
-                } else {
-                    st.init_answered = true;
-                    st.server_init = read().and_then(|v| v.get("result").cloned());
+            (Dir::Received, None) => match (answer, &st.init_id) {
+                (Some((aid, answer)), Some((_, rid))) if aid == *rid => {
+                    st.init_answered_by(answer);
                 }
-            }
-            (Dir::Received, None) if st.init_id.is_none() && !st.init_answered => match id {
-                Some(id) if st.early_response.is_none() => {
-                    st.early_response = Some((id, read()));
+                (None, Some((text, _))) if unread && id.as_ref() == Some(text) => {
+                    st.init_answered_by(Err(json!({ "unread": "past the parsed-cost bound" })));
                 }
-                Some(id) if st.early_response.as_ref().is_some_and(|(e, _)| *e == id) => {
-                    ignored = Some(read());
-                }
+                (Some((aid, answer)), None) => match &st.early_response {
+                    None => st.early_response = Some((aid, answer)),
+                    Some((early, _)) if *early == aid => st.ignore_init(answer),
+                    Some(_) => changed = false,
+                },
                 _ => changed = false,
             },
             (Dir::Received, Some(_)) => st.channels_unsettled = true,
             _ => changed = false,
-        }
-        if let Some(answer) = ignored {
-            st.ignore_init(answer, ev.text.len());
         }
         drop(st);
         if changed {
