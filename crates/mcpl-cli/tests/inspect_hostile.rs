@@ -1259,8 +1259,7 @@ fn a_frame_the_peer_reads_otherwise_is_not_the_initialize_result() {
         "{}",
         state["grant"]
     );
-    // An invalid response: initialize was answered with an error, so no server result;
-    // the real answer came after it, ignored.
+    // An invalid response: initialize was answered with an error, so no server result.
     let insp = start("both");
     let mut events = insp.events();
     let state = state_until(&insp, &mut events, "the session refused", |s| {
@@ -1269,5 +1268,10 @@ fn a_frame_the_peer_reads_otherwise_is_not_the_initialize_result() {
     let c = &state["connection"];
     assert_eq!(c["serverInitialize"], Value::Null, "{c}");
     assert_eq!(c["serverInfo"], Value::Null, "{c}");
-    assert_eq!(c["ignoredInitializeAnswers"]["count"], 1, "{c}");
+    // The real answer, if it was read before the connection closed, is one ignored.
+    let ignored = &c["ignoredInitializeAnswers"];
+    assert!(
+        ignored.is_null() || ignored["last"]["serverInfo"]["name"] == "wide-real",
+        "{c}"
+    );
 }

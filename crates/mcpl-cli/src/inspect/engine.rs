@@ -627,16 +627,13 @@ impl Engine {
             return;
         }
         let id = info.id.clone();
-        // A frame over MAX_KEPT_FRAME is only logged, but for the answer to `initialize` the
-        // host runs under: a manifest of many feature sets passes 256 KiB (the connection
-        // panel and the grant preview showed no server at all). It is read within the
-        // library's parsed-cost bound (the peer refuses a costlier one), outside the
-        // state's lock; a later answer (the host ignores it) is not read.
-        //
-        // A frame with no method under the request's id (as the log shows ids), or any
-        // before the request is seen, is read as the library's peer reads it
-        // ([`init_answer`]); one past the library's parsed-cost bound is not read (the peer
-        // refuses it, settling the request it names as an error).
+        // A frame with no method under the `initialize` request's id (as the log shows
+        // ids), or any before the request is seen, is read as the library's peer reads it
+        // ([`init_answer`]), outside the state's lock. One over MAX_KEPT_FRAME is read too
+        // (a manifest of many feature sets passes 256 KiB: the connection panel and the
+        // grant preview showed no server at all), within the library's parsed-cost bound:
+        // past it, it is not read, as the peer refuses it (settling the request it names
+        // as an error).
         let mut answer = None;
         let mut unread = false;
         if dir == Dir::Received && method.is_none() && id.is_some() {
@@ -648,12 +645,15 @@ impl Engine {
                         .as_ref()
                         .map_or(true, |(text, _)| Some(text) == id.as_ref())
             };
-            let affordable = ev.text.len() <= MAX_KEPT_FRAME
-                || mcpl::jsonrpc::parsed_cost(ev.text) <= mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST;
-            if candidate && affordable {
-                answer = init_answer(ev.text);
+            if candidate {
+                let affordable = ev.text.len() <= MAX_KEPT_FRAME
+                    || mcpl::jsonrpc::parsed_cost(ev.text)
+                        <= mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST;
+                if affordable {
+                    answer = init_answer(ev.text);
+                }
+                unread = !affordable;
             }
-            unread = candidate && !affordable;
         }
         let mut st = self.state();
         if st.generation != generation {
