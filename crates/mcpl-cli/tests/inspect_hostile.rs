@@ -992,6 +992,14 @@ fn initializing_server(
                 "serverInfo": { "name": name, "version": "1" } }))
         };
         match msg["method"].as_str().unwrap_or("") {
+            "initialize" if decoy == Some("float-id") => {
+                // The request's id 1 written 1.0: the same id to the peer (an integral
+                // number), another text.
+                let text = init("wide-real", &wide).to_string();
+                let text = text.replacen(&format!("\"id\":{id}"), &format!("\"id\":{id}.0"), 1);
+                assert!(text.contains(".0"), "{text}");
+                writeln!(writer, "{text}").unwrap();
+            }
             "initialize" if decoy.is_some() => {
                 let mut d = init("harmless-looking", &narrow);
                 if decoy == Some("both") {
@@ -1273,5 +1281,28 @@ fn a_frame_the_peer_reads_otherwise_is_not_the_initialize_result() {
     assert!(
         ignored.is_null() || ignored["last"]["serverInfo"]["name"] == "wide-real",
         "{c}"
+    );
+}
+
+/// The server answers `initialize` with the request's id `1` written `1.0`: the library's
+/// peer reads an integral number as that id and runs under the answer, but the inspector
+/// matched the answer's id by its text and showed no server at all.
+#[test]
+fn an_answer_under_the_id_written_otherwise_is_the_initialize_result() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let wide = json!({ "version": "0.5", "pushEvents": true, "featureSets": {
+        "ev": { "description": "pushes", "uses": ["pushEvents"] } } });
+    let narrow = json!({ "version": "0.5", "featureSets": {} });
+    std::thread::spawn(move || initializing_server(listener, wide, narrow, Some("float-id")));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    let state = insp.ready(&mut events);
+    let c = &state["connection"];
+    assert_eq!(c["serverInfo"]["name"], "wide-real", "{c}");
+    assert!(
+        state["grant"]["featureSets"]["ev"].is_object(),
+        "{}",
+        state["grant"]
     );
 }

@@ -216,9 +216,27 @@ type InitAnswer = Result<Value, Value>;
 /// ([`Message::parse`], the one reading the peer shares): a valid response answers the
 /// request of its id (the id's type included: `"1"` answers no request `1`), an invalid
 /// one whose id can be read settles that request as an error (`invalid response: …`), and
-/// anything else answers nothing.
+/// anything else answers nothing. An id written as a whole float (`1.0`) is read as its
+/// integer, as the peer reads the id of a request in flight.
 fn init_answer(text: &str) -> Option<(RequestId, InitAnswer)> {
-    match Message::parse(text) {
+    let parsed = Message::parse(text).or_else(|e| {
+        let mut v: Value = serde_json::from_str(text).map_err(|_| e.clone())?;
+        let whole = v
+            .get("id")
+            .and_then(Value::as_number)
+            .filter(|n| !(n.is_i64() || n.is_u64()))
+            .and_then(serde_json::Number::as_f64)
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0);
+        match whole {
+            #[allow(clippy::cast_possible_truncation)]
+            Some(f) => {
+                v["id"] = json!(f as i64);
+                Message::from_value(v).map_err(ParseError::Invalid)
+            }
+            None => Err(e),
+        }
+    });
+    match parsed {
         Ok(Message::Response(Response {
             id: Some(id),
             outcome,
@@ -639,11 +657,14 @@ impl Engine {
         if dir == Dir::Received && method.is_none() && id.is_some() {
             let candidate = {
                 let st = self.state();
+                // Until answered, every one (the log's text of an id is not the peer's
+                // reading: `1.0` is the id `1`); then those under the id's text, to count.
                 st.generation == generation
-                    && st
-                        .init_id
-                        .as_ref()
-                        .map_or(true, |(text, _)| Some(text) == id.as_ref())
+                    && (!st.init_answered
+                        || st
+                            .init_id
+                            .as_ref()
+                            .is_some_and(|(text, _)| Some(text) == id.as_ref()))
             };
             if candidate {
                 let affordable = ev.text.len() <= MAX_KEPT_FRAME
