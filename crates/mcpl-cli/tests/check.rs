@@ -557,6 +557,19 @@ fn s5_3_s5_4_policy_spellings_live_servers_misread_fail_the_narrowed_checks() {
         let d = detail(&doc, id);
         assert!(d.contains(session), "{mode}: {d}");
     }
+    // §6.7: the reduction binds the host first, whatever the answer. A server refusing the
+    // absent form with an error and going on under the full grant fails the narrowed
+    // check too, beside the reduction's answer and its shape (it passed the narrowed
+    // check before: the checker kept the full grant after a refused reduction).
+    let doc = fails_exactly(
+        "refuses-absent",
+        &[
+            "grant.narrowed-respected",
+            "policy.reduction-answered",
+            "policy.receipt-shape",
+        ],
+    );
+    assert!(detail(&doc, "grant.narrowed-respected").contains("effectiveCapabilities absent"));
     let (code, doc) = scripted("good");
     assert_eq!(ids_with(&doc, "fail"), set(&[]), "{doc:#}");
     assert_eq!(code, 0);

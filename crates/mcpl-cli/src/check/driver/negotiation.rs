@@ -79,11 +79,16 @@ impl Session {
                 r
             }
             Reply::Error(e) => {
-                self.rec.record(
-                    answered,
-                    Status::Pass,
-                    format!("answered with error {}", e.code),
-                );
+                // The initial policy answered with an error is answered (its receipt shape
+                // fails); a reduction is answered with a receipt or not at all, as
+                // `reduction` judges it.
+                let status = if answered == "policy.reduction-answered" {
+                    Status::Fail
+                } else {
+                    Status::Pass
+                };
+                self.rec
+                    .record(answered, status, format!("answered with error {}", e.code));
                 self.rec.record(
                     "policy.receipt-shape",
                     Status::Fail,

@@ -399,11 +399,26 @@ impl Session {
             self.policy_as(&wide, &sets, params);
             self.settle();
         }
-        let mut params = self.policy_params(&host_grant, &plan.disabled);
-        if let (Some(enabled), Some(obj)) = (&plan.enabled, params.as_object_mut()) {
-            obj.insert("enabled".into(), serde_json::json!(enabled));
+        // Absent: only once the full grant is in force is there a grant to take back (else
+        // the narrowed checks are skipped: no receipt made the session ready).
+        if plan.form != Form::Absent || self.ready {
+            let mut params = self.policy_params(&host_grant, &plan.disabled);
+            if let (Some(enabled), Some(obj)) = (&plan.enabled, params.as_object_mut()) {
+                obj.insert("enabled".into(), serde_json::json!(enabled));
+            }
+            let params = plan.form.spell(params);
+            let narrowing = plan.form == Form::Absent;
+            let statuses = narrowing.then(|| super::negotiation::derivation(&sets, &params));
+            self.policy_as(&host_grant, &sets, params);
+            if let Some(statuses) = statuses {
+                // §6.7: a reduction binds the host first, whatever the server answers (an
+                // error, a refusal, nothing): from its answer on, what the server sends is
+                // judged under the narrowed grant, so a server that refuses the absent
+                // form and goes on under the full grant fails the narrowed check.
+                self.grant = host_grant.effective;
+                self.statuses = statuses;
+            }
         }
-        self.policy_as(&host_grant, &sets, plan.form.spell(params));
         self.settle();
         if !self.after_policy_exchange() {
             return;
