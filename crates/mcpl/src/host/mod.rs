@@ -79,8 +79,9 @@
 //! - `channels/changed` removals of a channel this connection registered are always applied
 //!   (a removal narrows), even once `channels.register` is no longer granted: the message is
 //!   then answered item-wise, its additions and updates rejected as `capability_denied`
-//!   rather than the whole message refused with `-32002`; an `updated` descriptor no longer
-//!   permitted removes the channel. A `channels/changed` refused whole (`-32602`: past
+//!   rather than the whole message refused with `-32002`; an `updated` descriptor refused
+//!   as `invalid_descriptor` or `capability_denied` removes the channel, its item saying
+//!   `"removed": true` (§14.5: both sides agree on which channels exist). A `channels/changed` refused whole (`-32602`: past
 //!   `max_channels_per_message` entries, or a list unreadable) still has its removals
 //!   applied, named in the error's `data.removed`.
 //! - MCP `notifications/*/list_changed` and `channels/changed` produce a `surface-changed`

@@ -482,8 +482,16 @@ impl ChannelTable {
     /// `channels/changed` (§14.5), item by item under `judged`: removals of channels this
     /// connection registered always apply (a removal narrows), even from a message refused
     /// whole (`data.removed` names them); additions and updates need
-    /// `channels.register` in `judged`, and an update no longer permitted removes the
-    /// channel. Removals apply first, so an id removed may be added again in the same
+    /// `channels.register` in `judged`, and an update refused as `invalid_descriptor` or
+    /// `capability_denied` removes the channel, its item then carrying `"removed": true`.
+    ///
+    /// Reading (§14.5: itemized results exist so both sides agree on which channels exist;
+    /// the spec names no member for a channel dropped by a refused update): the held
+    /// descriptor is no longer the one the server means by that id, and a grant that
+    /// refuses the update may no longer permit the channel, so it is dropped fail closed
+    /// and the item says so, as a refusal whole names its removals in `data.removed`. A
+    /// refused update with no `removed` member (`channel_limit`, `duplicate_descriptor`)
+    /// left the channel as held. Removals apply first, so an id removed may be added again in the same
     /// message; an `added` descriptor naming a channel still held as another descriptor is
     /// refused `duplicate_descriptor` as in [`Self::register`] (an update goes in `updated`),
     /// and so is a descriptor of `added` or `updated` whose id an earlier one of them named. The caller reports the `channels` surface change (§17.7).
@@ -569,9 +577,15 @@ impl ChannelTable {
                     self.put(id.clone(), u);
                     results.push(json!({ "id": id, "accepted": true }));
                 }
+                // Refused and dropped, said in the item (`removed: true`): a refusal that
+                // keeps the channel (`channel_limit` above, `duplicate_descriptor`) has no
+                // such member, so the server can tell whether its channel still exists.
                 Err((id, reason)) => {
-                    self.drop_channel(&id);
+                    let removed = self.drop_channel(&id);
                     reject_item(diags, M, id, reason, notification, &mut results);
+                    if let Some(Value::Object(item)) = results.last_mut().filter(|_| removed) {
+                        item.insert("removed".into(), Value::Bool(true));
+                    }
                 }
             }
         }

@@ -1,0 +1,122 @@
+//! Findings of an outside attack on the host (a Python server speaking raw JSON lines),
+//! each shown on the wire: a raw server writes every byte the host reads (§6.7, §14.5,
+//! §16.1, §17.8).
+#![cfg(feature = "runtime")]
+
+use std::time::Duration;
+
+use mcpl::host::{HostConfig, HostDiagnostic, HostSession, HostStreams};
+use mcpl::peer::PeerConfig;
+use serde_json::{json, Value};
+
+#[path = "support/raw.rs"]
+mod raw;
+use raw::{init_result, raw_peer, Raw};
+
+fn config(policy: &[&str]) -> HostConfig {
+    HostConfig {
+        policy: policy.iter().map(|s| s.to_string()).collect(),
+        policy_timeout: Duration::from_secs(30),
+        hook_timeout: Duration::from_secs(30),
+        manifest_timeout: Duration::from_secs(30),
+        ..HostConfig::default()
+    }
+}
+
+fn manifest() -> Value {
+    json!({
+        "version": "0.5",
+        "pushEvents": true,
+        "channels": { "register": true, "incoming": true, "publish": true },
+        "featureSets": {
+            "alerts": { "description": "Alerts", "uses": ["pushEvents"] }
+        }
+    })
+}
+
+/// The host's next line, as JSON.
+async fn recv(raw: &mut Raw) -> Value {
+    tokio::time::timeout(Duration::from_secs(10), raw.recv())
+        .await
+        .expect("the host said nothing")
+}
+
+/// Connects a host with `cfg` to the raw server, answering `initialize` with `m` and the
+/// policy Request with `receipt`.
+async fn connected_with(
+    cfg: HostConfig,
+    m: Value,
+    receipt: Value,
+) -> (HostSession, HostStreams, Raw) {
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg));
+    let init = recv(&mut raw).await;
+    assert_eq!(init["method"], "initialize");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"], "result": init_result(Some(m))}))
+        .await;
+    let mut policy = recv(&mut raw).await;
+    if policy["method"] == "notifications/initialized" {
+        policy = recv(&mut raw).await;
+    }
+    assert_eq!(policy["method"], "featureSets/update");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"], "result": receipt}))
+        .await;
+    let (s, streams) = connect.await.unwrap().unwrap();
+    (s, streams, raw)
+}
+
+async fn connected(cfg: HostConfig, m: Value) -> (HostSession, HostStreams, Raw) {
+    connected_with(cfg, m, json!({"accepted": true})).await
+}
+
+/// Sends a request with `id` and returns the host's answer to it (the next line).
+async fn call(raw: &mut Raw, id: Value, method: &str, params: Value) -> Value {
+    raw.send_json(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        .await;
+    let a = recv(raw).await;
+    assert_eq!(a["id"], id, "{a}");
+    a
+}
+
+fn drain(streams: &mut HostStreams) -> Vec<HostDiagnostic> {
+    let mut v = Vec::new();
+    while let Ok(d) = streams.diagnostics.try_recv() {
+        v.push(d);
+    }
+    v
+}
+
+/// §14.5 (F5): an update refused as `invalid_descriptor` drops the channel; the itemized
+/// result says so (`"removed": true`), so the server can tell its channel is gone. Before,
+/// the item was the one a refusal keeping the channel gives (`duplicate_descriptor` here,
+/// `channel_limit`): the two sides disagreed on which channels exist.
+#[tokio::test]
+async fn s14_5_an_update_refused_and_dropped_says_removed_in_its_item() {
+    let (s, _streams, mut raw) = connected(config(&["channels.register"]), manifest()).await;
+    let d = |id: &str, dir: &str| json!({ "id": id, "type": "k", "direction": dir });
+    let a = call(
+        &mut raw,
+        json!(1),
+        "channels/register",
+        json!({ "channels": [d("c:1", "outbound"), d("c:2", "outbound")] }),
+    )
+    .await;
+    assert_eq!(a["result"]["results"][1]["accepted"], true, "{a}");
+    let a = call(
+        &mut raw,
+        json!(2),
+        "channels/changed",
+        json!({ "updated": [d("c:1", "sideways"), d("c:2", "inbound"), d("c:2", "bidirectional")] }),
+    )
+    .await;
+    assert_eq!(
+        a["result"]["results"],
+        json!([
+            { "id": "c:1", "accepted": false, "reason": "invalid_descriptor", "removed": true },
+            { "id": "c:2", "accepted": true },
+            { "id": "c:2", "accepted": false, "reason": "duplicate_descriptor" },
+        ]),
+        "{a}"
+    );
+    assert_eq!(s.channels(), ["c:2"]);
+}
