@@ -61,6 +61,15 @@ async fn connected_with(
     assert_eq!(policy["method"], "featureSets/update");
     raw.send_json(json!({"jsonrpc": "2.0", "id": policy["id"], "result": receipt}))
         .await;
+    if receipt != json!({"accepted": true}) {
+        // An unusable receipt: the host tells the server it grants nothing (§6.7), and
+        // connects once that is answered.
+        let told = recv(&mut raw).await;
+        assert_eq!(told["method"], "featureSets/update", "{told}");
+        assert_eq!(told["params"]["effectiveCapabilities"], json!([]), "{told}");
+        raw.send_json(json!({"jsonrpc": "2.0", "id": told["id"], "result": {"accepted": true}}))
+            .await;
+    }
     let (s, streams) = connect.await.unwrap().unwrap();
     (s, streams, raw)
 }
@@ -119,4 +128,53 @@ async fn s14_5_an_update_refused_and_dropped_says_removed_in_its_item() {
         "{a}"
     );
     assert_eq!(s.channels(), ["c:2"]);
+}
+
+/// §16.1 (F9): a push's tag issues are reported in words, naming the entry and what is
+/// wrong with it; before, each was the debug form of the issue
+/// (`TagIssue { index: Some(2), error: NotNamespaced("mention") }`).
+#[tokio::test]
+async fn s16_1_tag_issues_are_reported_in_words() {
+    let (_s, mut streams, mut raw) = connected(config(&["pushEvents"]), manifest()).await;
+    let push = json!({ "featureSet": "alerts", "eventId": "e1",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "payload": { "content": [{ "type": "text", "text": "hi" }] },
+        "tags": ["ok:a", 1, "mention"] });
+    let a = call(&mut raw, json!(1), "push/event", push).await;
+    assert_eq!(a["result"]["accepted"], true, "{a}");
+    let issues: Vec<String> = drain(&mut streams)
+        .into_iter()
+        .filter_map(|d| match d {
+            HostDiagnostic::TagIssue { issue, .. } => Some(issue),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(issues.len(), 2, "{issues:?}");
+    assert!(
+        issues[0].starts_with("tags[1]: a tag is not a string"),
+        "{issues:?}"
+    );
+    assert!(
+        issues[1].starts_with("tags[2]: tag \"mention\" is not namespaced: write it as"),
+        "{issues:?}"
+    );
+}
+
+/// §6.7 (F9): a receipt that is no object (`"result": null`) is reported naming the whole
+/// result and its type; before, its path was empty ("receipt defect at ").
+#[tokio::test]
+async fn s6_7_a_null_receipt_is_reported_naming_the_whole_result() {
+    let (_s, mut streams, _raw) =
+        connected_with(config(&["pushEvents"]), manifest(), Value::Null).await;
+    let paths: Vec<(&str, String)> = drain(&mut streams)
+        .into_iter()
+        .filter_map(|d| match d {
+            HostDiagnostic::ReceiptDefect { code, path } => Some((code, path)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        paths,
+        [("not_object", "(the whole result, a JSON null)".to_owned())]
+    );
 }

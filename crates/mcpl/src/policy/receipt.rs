@@ -175,7 +175,8 @@ pub struct ReceiptDefect {
     /// `mode_not_string`, `notes_not_array`, `reason_not_string`,
     /// `mode_without_degradation`.
     pub code: &'static str,
-    /// Where (a JSON pointer-ish path).
+    /// Where (a JSON pointer-ish path; a result that is no object names the whole result
+    /// and its JSON type, `(the whole result, a JSON null)`).
     pub path: String,
     /// Whether the defect violates a MUST (the receipt is then not usable); only
     /// `mode_without_degradation` is non-fatal.
@@ -209,7 +210,12 @@ pub fn parse_receipt(v: &Value) -> ReceiptReport {
         })
     };
     let Some(obj) = v.as_object() else {
-        defect("not_object", "", true);
+        // Named in words: an empty pointer printed as "receipt defect at " named nothing.
+        let whole = format!(
+            "(the whole result, a JSON {})",
+            crate::jsonrpc::json_type_name(v)
+        );
+        defect("not_object", &whole, true);
         return ReceiptReport {
             accepted: None,
             receipt: None,

@@ -102,7 +102,7 @@ pub fn expand_tags(
     let (set, issues) = TagSet::from_json(tags);
     // As many reported as a defect list names, the rest counted in one more (one message
     // may carry millions).
-    let listed = crate::protocol::listed_defects(issues.iter().map(|i| format!("{i:?}")));
+    let listed = crate::protocol::listed_defects(issues.iter().map(ToString::to_string));
     for issue in listed {
         diags.push(HostDiagnostic::TagIssue {
             method: method.to_owned(),

@@ -257,6 +257,17 @@ pub struct TagIssue {
     pub error: TagError,
 }
 
+/// In words: the entry (`tags[2]`, or `tags` for the field itself) and what is wrong with
+/// it, e.g. ``tags[2]: tag "mention" is not namespaced: write it as `namespace:value` …``.
+impl fmt::Display for TagIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.index {
+            Some(i) => write!(f, "tags[{i}]: {}", self.error),
+            None => write!(f, "tags: {}", self.error),
+        }
+    }
+}
+
 /// The producer's tags as a deduplicated, order-free set (§16.1), before any expansion.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TagSet(BTreeSet<Tag>);
