@@ -178,3 +178,46 @@ async fn s6_7_a_null_receipt_is_reported_naming_the_whole_result() {
         [("not_object", "(the whole result, a JSON null)".to_owned())]
     );
 }
+
+/// §17.8 (F8): 20,000 `mcpl/manifestChanged` past the fetch limit are told in a bounded
+/// number of `ManifestFetchDropped` diagnostics (one per window, carrying the total), not
+/// one each: before, they filled the diagnostics queue (`DiagnosticsDropped`), pushing
+/// every other report out.
+#[tokio::test]
+async fn s17_8_a_flood_of_dropped_announcements_is_told_in_few_diagnostics() {
+    let mut cfg = config(&["pushEvents"]);
+    cfg.manifest_fetch_burst = 1;
+    cfg.manifest_fetch_per_sec = 0.0;
+    let (_s, mut streams, mut raw) = connected(cfg, manifest()).await;
+    let changed = json!({"jsonrpc": "2.0", "method": "mcpl/manifestChanged", "params": {}});
+    raw.send_json(changed.clone()).await;
+    let fetch = recv(&mut raw).await;
+    assert_eq!(fetch["method"], "mcpl/manifest", "{fetch}");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": fetch["id"], "result": manifest()}))
+        .await;
+    let line = changed.to_string();
+    for _ in 0..20_000 {
+        raw.send(&line).await;
+    }
+    // Answered once every announcement before it was handled.
+    let a = call(&mut raw, json!("sync"), "ping", json!({})).await;
+    assert!(a.get("result").is_some(), "{a}");
+    let diags = drain(&mut streams);
+    let told: Vec<u64> = diags
+        .iter()
+        .filter_map(|d| match d {
+            HostDiagnostic::ManifestFetchDropped { dropped_total } => Some(*dropped_total),
+            _ => None,
+        })
+        .collect();
+    // The first drop at once; one more per 10 s window the flood lasts.
+    assert!(!told.is_empty() && told.len() <= 3, "{told:?}");
+    assert_eq!(told[0], 1, "{told:?}");
+    assert!(
+        !diags
+            .iter()
+            .any(|d| matches!(d, HostDiagnostic::DiagnosticsDropped { .. })),
+        "{} diagnostics",
+        diags.len()
+    );
+}

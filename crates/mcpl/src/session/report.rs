@@ -202,7 +202,9 @@ pub enum HostDiagnostic {
         /// Consecutive failures so far.
         consecutive_failures: u32,
     },
-    /// `mcpl/manifestChanged` over the rate limit, dropped (§17.8).
+    /// `mcpl/manifestChanged` over the rate limit, dropped (§17.8): told at the first drop,
+    /// then at most once per 10 s while drops go on, and once more when a fetch starts
+    /// again after drops not yet told, each time with the total.
     ManifestFetchDropped {
         /// Total dropped on this connection.
         dropped_total: u64,

@@ -2,6 +2,12 @@
 //! channels (§14), pushes (§9) and notifications, manifest change announcements (§17).
 
 use super::*;
+
+/// How often, at most, `mcpl/manifestChanged` announcements dropped over the §17.8 fetch
+/// limit are told while they go on: one [`HostDiagnostic::ManifestFetchDropped`] per
+/// 10 s, with the total, besides the first drop and the end of a run of drops (a fetch
+/// starting again). The value of `transport::listen::REPORT_INTERVAL`, the log's.
+pub(super) const FETCH_DROPS_TOLD_EVERY: Duration = Duration::from_secs(10);
 use crate::protocol::channels::{
     ChannelsChanged, ChannelsIncoming, ChannelsList, ChannelsRegister,
 };
@@ -368,15 +374,35 @@ impl HostState {
         // the server's bytes to keep no longer.
         self.announced = crate::protocol::manifest::announced_revision(params).map(str::to_owned);
         match self.limiter.on_notification(now) {
-            FetchDecision::FetchNow => self.fetch(now),
-            FetchDecision::Coalesced => {}
-            FetchDecision::Dropped => {
-                let total = self.limiter.dropped();
-                self.diag(HostDiagnostic::ManifestFetchDropped {
-                    dropped_total: total,
-                })
+            FetchDecision::FetchNow => {
+                self.tell_drops(now, true);
+                self.fetch(now)
             }
+            FetchDecision::Coalesced => {}
+            FetchDecision::Dropped => self.tell_drops(now, false),
         }
+    }
+
+    /// Tells the drops of the fetch limiter not yet told, as one
+    /// [`HostDiagnostic::ManifestFetchDropped`] carrying the total (§17.8): the first drop
+    /// at once, later ones at most once per [`FETCH_DROPS_TOLD_EVERY`], and those still
+    /// untold when a fetch starts again (`run_ended`: the run of drops is over). Before,
+    /// each drop was a diagnostic of its own: 20,000 announcements past the limit filled
+    /// the diagnostics queue, pushing every other report out.
+    pub(super) fn tell_drops(&mut self, now: Instant, run_ended: bool) {
+        let total = self.limiter.dropped();
+        let (told, at) = self.drops_told;
+        let due = run_ended
+            || at.map_or(true, |t| {
+                now.saturating_duration_since(t) >= FETCH_DROPS_TOLD_EVERY
+            });
+        if total == told || !due {
+            return;
+        }
+        self.drops_told = (total, Some(now));
+        self.diag(HostDiagnostic::ManifestFetchDropped {
+            dropped_total: total,
+        });
     }
 
     pub(super) fn fetch(&mut self, now: Instant) {
@@ -459,14 +485,9 @@ impl HostState {
     /// After the answer to an announced fetch: the rate limiter (§17.8) frees its slot and
     /// fetches again when announcements were coalesced meanwhile.
     pub(super) fn after_announced_fetch(&mut self, now: Instant) {
-        let before = self.limiter.dropped();
         let again = self.limiter.on_fetch_complete(now);
-        if self.limiter.dropped() > before {
-            let total = self.limiter.dropped();
-            self.diag(HostDiagnostic::ManifestFetchDropped {
-                dropped_total: total,
-            });
-        }
+        // A follow-up that found no token is one more drop; one that starts ends the run.
+        self.tell_drops(now, again);
         // The limiter spent a token and counts this follow-up as in flight: it must go out
         // whatever the phase, or every later announcement is coalesced into nothing.
         if again && self.phase != Phase::Closed {

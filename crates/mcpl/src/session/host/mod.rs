@@ -266,6 +266,8 @@ pub struct HostState {
     phase: Phase,
     p: HostPolicy,
     limiter: FetchLimiter,
+    /// The fetch limiter's drops told so far, and when ([`inbound::FETCH_DROPS_TOLD_EVERY`]).
+    drops_told: (u64, Option<Instant>),
     /// The revision the latest `mcpl/manifestChanged` announced, for the next fetch.
     announced: Option<String>,
     label: String,
@@ -333,6 +335,7 @@ impl HostState {
                 std::mem::take(&mut rules.disabled),
             ),
             limiter: FetchLimiter::new(rules.manifest_fetch_burst, rules.manifest_fetch_per_sec),
+            drops_told: (0, None),
             announced: None,
             rules,
             host_allows,

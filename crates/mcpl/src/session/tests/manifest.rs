@@ -450,3 +450,66 @@ fn events_past_the_applications_room_are_refused_not_dropped() {
     assert!(std::iter::from_fn(|| p.host.poll_output())
         .any(|o| matches!(o, HostOutput::Event(HostEvent::Push { .. }))));
 }
+
+/// §17.8 (F8): announcements dropped over the fetch limit are told as one
+/// `ManifestFetchDropped` carrying the total: at the first drop, then at most once per
+/// window while drops go on, and once more when a fetch starts again. Before, each drop
+/// was a diagnostic of its own (20,000 announcements, 20,000 diagnostics).
+#[test]
+fn s17_8_dropped_announcements_are_told_once_per_window_with_the_total() {
+    let mut p = Pair::new(&["pushEvents"], server_rules());
+    let mut rules = HostRules::new(["pushEvents"]);
+    rules.manifest_fetch_burst = 1;
+    rules.manifest_fetch_per_sec = 0.05; // a token each 20 s
+    p.host = HostState::new(rules, p.now, SystemTime::UNIX_EPOCH).expect("rules");
+    p.host.start(p.now);
+    p.drive();
+    let announce = |p: &mut Pair, n: usize| {
+        for _ in 0..n {
+            p.server_writes(json!({"jsonrpc": "2.0", "method": "mcpl/manifestChanged",
+                "params": {}}));
+        }
+        p.drive();
+    };
+    let told = |p: &mut Pair, from: usize| -> Vec<u64> {
+        p.host_outputs_from(from)
+            .into_iter()
+            .filter_map(|o| match o {
+                HostOutput::Diagnostic(HostDiagnostic::ManifestFetchDropped { dropped_total }) => {
+                    Some(dropped_total)
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    announce(&mut p, 1);
+    assert!(answer_fetch(&mut p, manifest()), "the one token fetches");
+    p.drive();
+    let from = p.host_out.len();
+    announce(&mut p, 1000);
+    assert_eq!(
+        told(&mut p, from),
+        [1],
+        "the first drop at once, the rest counted"
+    );
+    let from = p.host_out.len();
+    p.now += Duration::from_secs(9);
+    announce(&mut p, 10);
+    assert_eq!(told(&mut p, from), Vec::<u64>::new(), "within the window");
+    p.now += Duration::from_secs(1);
+    announce(&mut p, 10);
+    assert_eq!(
+        told(&mut p, from),
+        [1011],
+        "the first drop past the window, with the total"
+    );
+    let from = p.host_out.len();
+    p.now += Duration::from_secs(5);
+    announce(&mut p, 5);
+    assert_eq!(told(&mut p, from), Vec::<u64>::new());
+    // 21 s after the last fetch a token is back: the run ends, told with its total.
+    p.now += Duration::from_secs(6);
+    announce(&mut p, 1);
+    assert_eq!(told(&mut p, from), [1025]);
+    assert!(answer_fetch(&mut p, manifest()), "the token fetched");
+}
