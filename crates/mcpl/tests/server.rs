@@ -1209,26 +1209,51 @@ async fn s11_4_chunks_past_what_the_reader_holds_are_dropped_and_reported() {
     assert_eq!(serde_json::to_value(&result.content).unwrap(), "whole");
 }
 
-/// §11.4: an application that drops its `InferenceStream` reads no more chunks; the host's
-/// later chunks are reported once (`inference_chunks_dropped`, `closed`), not once each, and
-/// the request still ends with the host's result.
+/// §11.4, MCP cancellation: an application that drops its `InferenceStream` no longer
+/// waits for the request: the server cancels it toward the host (`notifications/cancelled`
+/// naming it) and forgets it. The chunks the host sent before it read the cancel are
+/// reported once (`inference_chunks_dropped`, `cancelled`), not once each, and its result
+/// is reported late. Before (F7), the request stayed in flight, the host was never told,
+/// and the chunks were reported as for a stream no longer read (`closed`).
 #[tokio::test]
 async fn s11_4_chunks_for_a_dropped_stream_are_reported_once() {
-    let (host, mut diags, stream, req) = streaming_request().await;
+    let (mut host, mut diags, stream, req) = streaming_request().await;
     drop(stream);
+    let cancel = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            match host.incoming.recv().await {
+                Some(IncomingMessage::Notification(n)) if n.method == "notifications/cancelled" => {
+                    return n
+                }
+                Some(_) => {}
+                None => panic!("the connection ended"),
+            }
+        }
+    })
+    .await
+    .expect("the dropped stream's request was not cancelled toward the host");
+    let cancelled = cancel.params.unwrap_or_default();
+    assert_eq!(cancelled["requestId"], req.id().to_value(), "{cancelled}");
     send_chunks(&host, &req, 5).await;
-    let mut closed = 0;
+    let mut dropped = 0;
     while let Ok(d) = diags.try_recv() {
         assert_eq!(d.code(), "inference_chunks_dropped", "{d}");
-        assert!(d.to_string().contains("closed"), "{d}");
-        closed += 1;
+        assert!(d.to_string().contains("cancelled the request"), "{d}");
+        dropped += 1;
     }
-    assert_eq!(closed, 1, "one report for the dropped stream");
-    req.respond(json!({"content": "whole", "finishReason": "end_turn"}))
-        .await
-        .unwrap();
+    assert_eq!(dropped, 1, "one report for the dropped stream");
+    let _ = req
+        .respond(json!({"content": "whole", "finishReason": "end_turn"}))
+        .await;
     sync(&host).await;
-    assert!(diags.try_recv().is_err(), "the result is no defect");
+    let late = diags.try_recv().expect("the late result is reported");
+    assert!(
+        matches!(
+            &late,
+            mcpl::server::ServerDiagnostic::Connection(mcpl::peer::Diagnostic::LateResponse { .. })
+        ),
+        "{late}"
+    );
 }
 
 /// §11.3 / App. B.4: a host's malformed `inference/request` result (an audited host's

@@ -249,6 +249,10 @@ impl Driver {
                     self.state.handle_timeout(Self::now());
                     self.outputs();
                 }
+                id = caller_gone(&mut self.waiting), if !self.waiting.is_empty() => {
+                    self.abandon(id);
+                    self.outputs();
+                }
             }
             self.publish();
             self.release_barriers();
@@ -549,6 +553,26 @@ impl Driver {
         }
     }
 
+    /// The caller of request `id` went away unanswered (its future dropped: a handler the
+    /// host cancelled, a caller's own timeout): the host is told (MCP
+    /// `notifications/cancelled`, after the request's own frame) and the request
+    /// forgotten, so its answer, if one comes, is reported late by the peer
+    /// ([`crate::peer::Diagnostic::LateResponse`]), as a timed-out one's is. Before, it
+    /// stayed in flight until its deadline, the host was never told, and its answer went
+    /// nowhere unreported.
+    fn abandon(&mut self, id: u64) {
+        let Some(w) = self.waiting.remove(&id) else {
+            return;
+        };
+        self.streams.remove(&id);
+        self.state.abandon(id);
+        if let Some(peer_id) = &w.peer_id {
+            self.by_peer.remove(peer_id);
+            self.out
+                .cancel(peer_id, "the server no longer waits for the answer");
+        }
+    }
+
     fn timed_out(&mut self, id: u64) {
         self.streams.remove(&id);
         let Some(w) = self.waiting.remove(&id) else {
@@ -826,6 +850,20 @@ impl Drop for ReadyRun {
     fn drop(&mut self) {
         self.end();
     }
+}
+
+/// The first request in `waiting` whose caller went away (its reply's receiver dropped);
+/// pending while every caller still waits, woken when one goes. Each poll looks at every
+/// request in flight (at most `PeerConfig::max_pending_requests`).
+fn caller_gone(waiting: &mut HashMap<u64, Waiting>) -> impl std::future::Future<Output = u64> + '_ {
+    std::future::poll_fn(move |cx| {
+        for (id, w) in waiting.iter_mut() {
+            if w.reply.poll_closed(cx).is_ready() {
+                return std::task::Poll::Ready(*id);
+            }
+        }
+        std::task::Poll::Pending
+    })
 }
 
 /// The state's id of a request it transmitted.

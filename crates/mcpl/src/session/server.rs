@@ -933,10 +933,14 @@ impl ServerState {
                 self.on_initialized(n)
             }
             NotificationStep::Deliver(n) if n.method == InferenceChunk::NAME => {
-                self.out.push_back(match self.inference.chunk(n.params) {
-                    Ok((id, chunk)) => ServerOutput::InferenceChunk { id, chunk },
-                    Err(d) => ServerOutput::Diagnostic(d),
-                })
+                match self.inference.chunk(n.params) {
+                    Ok(Some((id, chunk))) => self
+                        .out
+                        .push_back(ServerOutput::InferenceChunk { id, chunk }),
+                    // Of a stream given up, already reported once.
+                    Ok(None) => {}
+                    Err(d) => self.out.push_back(ServerOutput::Diagnostic(d)),
+                }
             }
             NotificationStep::Deliver(n) => {
                 match crate::protocol::check_params(&n.method, n.params.as_ref()) {

@@ -2,7 +2,7 @@
 //! host's `inference/chunk`s routed to the streaming request they name (§11.4). Part of
 //! [`ServerState`](super::ServerState), which `server::Server` drives.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use serde_json::Value;
 
@@ -42,7 +42,16 @@ pub(crate) struct InferenceRequests {
     /// The streaming ones that went out under another id ([`Self::sent_as`]), by that id.
     /// Apart from [`Self::streams`]: a wire id may equal another request's own id.
     wire_streams: HashMap<RequestId, u64>,
+    /// The newest [`ABANDONED_STREAMS_KEPT`] streams the application gave up
+    /// ([`Self::abandoned`]), by the id the host names them by, and whether a chunk of one
+    /// was reported since.
+    abandoned: VecDeque<(RequestId, bool)>,
 }
+
+/// How many streams given up by the application ([`InferenceRequests::abandoned`]) are
+/// remembered, so the chunks the host sent before it read the cancel are reported once
+/// per stream (`inference_chunks_dropped`, `cancelled`), not each as a host defect.
+pub(crate) const ABANDONED_STREAMS_KEPT: usize = 64;
 
 impl InferenceRequests {
     /// Request `id` of `method` with `params` was sent: tracked if it is an
@@ -84,6 +93,26 @@ impl InferenceRequests {
         true
     }
 
+    /// Request `id` ended as [`Self::ended`] because the application gave it up (its caller
+    /// went away, the host told by `notifications/cancelled`): a stream's later chunks, in
+    /// flight before the host read the cancel, are reported once ([`Self::chunk`]).
+    pub(crate) fn abandoned(&mut self, id: u64) {
+        let wire = self
+            .open
+            .get(&id)
+            .map(|w| w.clone().unwrap_or(RequestId::from(id)));
+        let streamed = (self.wire_streams.values())
+            .chain(self.streams.values())
+            .any(|s| *s == id);
+        self.ended(id);
+        if let Some(wire) = wire.filter(|_| streamed) {
+            if self.abandoned.len() >= ABANDONED_STREAMS_KEPT {
+                self.abandoned.pop_front();
+            }
+            self.abandoned.push_back((wire, false));
+        }
+    }
+
     /// Request `id` went out under `wire`, not its own id (a driver whose peer numbers
     /// requests itself): the host names its stream by `wire` (§11.4), and its own id names
     /// it no longer.
@@ -105,18 +134,31 @@ impl InferenceRequests {
     /// The streaming request an `inference/chunk` with `params` belongs to, by the id its
     /// `requestId` names: params that do not parse are `invalid_notification`, a chunk for
     /// no streaming request is `unknown_inference_chunk`; each is reported, never dropped
-    /// silently.
+    /// silently. The chunks of a stream the application gave up ([`Self::abandoned`]) are
+    /// reported once (`inference_chunks_dropped`, `cancelled`), then `Ok(None)`: the host
+    /// may have sent them before it read the cancel (MCP cancellation is asynchronous).
     pub(crate) fn chunk(
-        &self,
+        &mut self,
         params: Option<Value>,
-    ) -> Result<(u64, InferenceChunkParams), ServerDiagnostic> {
+    ) -> Result<Option<(u64, InferenceChunkParams)>, ServerDiagnostic> {
         let p = read_chunk(params)?;
         let id = self
             .wire_streams
             .get(&p.request_id)
             .or_else(|| self.streams.get(&p.request_id));
-        match id {
-            Some(id) => Ok((*id, p)),
+        if let Some(id) = id {
+            return Ok(Some((*id, p)));
+        }
+        let gone = self.abandoned.iter_mut().find(|(w, _)| *w == p.request_id);
+        match gone {
+            Some((_, true)) => Ok(None),
+            Some((_, told)) => {
+                *told = true;
+                Err(ServerDiagnostic::InferenceChunkDropped {
+                    request_id: p.request_id,
+                    reason: "cancelled",
+                })
+            }
             None => Err(ServerDiagnostic::UnknownInferenceChunk {
                 request_id: p.request_id,
             }),

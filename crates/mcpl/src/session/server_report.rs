@@ -242,7 +242,8 @@ pub enum ServerDiagnostic {
     InferenceChunkDropped {
         /// The request it names.
         request_id: RequestId,
-        /// `"full"` or `"closed"`.
+        /// `"full"`, `"closed"`, or `"cancelled"` (the server gave the request up, its caller
+        /// gone: reported once per request).
         reason: &'static str,
     },
     /// `notification_dropped`: a host notification admitted (§5.4) for a handler while
@@ -697,6 +698,15 @@ impl std::fmt::Display for Detail<'_> {
             D::UnknownInferenceChunk { request_id } => write!(
                 f,
                 "inference/chunk for request {request_id} that is not streaming"
+            ),
+            D::InferenceChunkDropped {
+                request_id,
+                reason: "cancelled",
+            } => write!(
+                f,
+                "inference/chunks of request {request_id} were dropped: the server had \
+                 cancelled the request (its caller no longer waited; chunks the host sent \
+                 before it read the cancel, reported once)"
             ),
             D::InferenceChunkDropped { request_id, reason } => write!(
                 f,

@@ -71,6 +71,24 @@ impl ServerState {
         }
     }
 
+    /// The application no longer waits for request `id` ([`Self::request`]'s) before its
+    /// answer came (its caller went away): forgotten as one past its deadline is (a channel
+    /// change among them settles unanswered, §14.5; a streaming `inference/request` takes
+    /// no more chunks, §11.4, those the host sent before it read the cancel reported once,
+    /// `inference_chunks_dropped` `cancelled`), with no output. The driver tells the host (MCP
+    /// `notifications/cancelled`); an answer read after it is no answer
+    /// ([`ServerDiagnostic::UnexpectedResponse`] here; `server::Server`'s peer reports it
+    /// as late). Whether it was waiting.
+    pub fn abandon(&mut self, id: u64) -> bool {
+        if self.closed || !self.pending.answered(id) {
+            return false;
+        }
+        self.generation += 1;
+        self.channels.gave_up(id);
+        self.inference.abandoned(id);
+        true
+    }
+
     /// Whether the host ended its output ([`Self::handle_eof`]).
     pub fn input_ended(&self) -> bool {
         self.input_ended
