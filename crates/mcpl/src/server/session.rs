@@ -51,6 +51,8 @@ impl std::fmt::Debug for Session {
 }
 
 /// A streaming `inference/request` (§11.4): chunks as they arrive, then the final result.
+/// Dropped before its result came, the request is cancelled toward the host (MCP
+/// `notifications/cancelled`), as any request of the server's whose caller goes away.
 #[derive(Debug)]
 pub struct InferenceStream {
     pub(super) chunks: mpsc::Receiver<InferenceChunkParams>,
