@@ -221,3 +221,61 @@ async fn s17_8_a_flood_of_dropped_announcements_is_told_in_few_diagnostics() {
         diags.len()
     );
 }
+
+/// Counts the log events of the thread it is the default subscriber of whose message
+/// names the §17.8 fetch limit.
+#[derive(Clone, Default)]
+struct FetchLimitLines(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for FetchLimitLines {
+    fn on_event(
+        &self,
+        event: &tracing::Event<'_>,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        struct Message(bool);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                let text = format!("{v:?}");
+                if text.contains("fetch limit") || text.contains("ManifestFetchDropped") {
+                    self.0 = true;
+                }
+                let _ = f;
+            }
+        }
+        let mut m = Message(false);
+        event.record(&mut m);
+        if m.0 {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// §17.8 (F8): the same flood is logged in a bounded number of lines too. Before, the
+/// fetch limiter logged a `warn` of its own for each drop (20,000 lines), beside the
+/// host's diagnostics, whose log is throttled per kind.
+#[tokio::test(flavor = "current_thread")]
+async fn s17_8_a_flood_of_dropped_announcements_is_logged_in_few_lines() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let lines = FetchLimitLines::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(lines.clone()));
+    let mut cfg = config(&["pushEvents"]);
+    cfg.manifest_fetch_burst = 1;
+    cfg.manifest_fetch_per_sec = 0.0;
+    let (_s, _streams, mut raw) = connected(cfg, manifest()).await;
+    let changed = json!({"jsonrpc": "2.0", "method": "mcpl/manifestChanged", "params": {}});
+    raw.send_json(changed.clone()).await;
+    let fetch = recv(&mut raw).await;
+    assert_eq!(fetch["method"], "mcpl/manifest", "{fetch}");
+    raw.send_json(json!({"jsonrpc": "2.0", "id": fetch["id"], "result": manifest()}))
+        .await;
+    let line = changed.to_string();
+    for _ in 0..20_000 {
+        raw.send(&line).await;
+    }
+    let a = call(&mut raw, json!("sync"), "ping", json!({})).await;
+    assert!(a.get("result").is_some(), "{a}");
+    let logged = lines.0.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(logged <= 10, "20,000 drops made {logged} log lines");
+}
