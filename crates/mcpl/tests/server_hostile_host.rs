@@ -518,9 +518,11 @@ async fn an_unknown_protocol_version_is_answered_with_one_the_server_speaks() {
 }
 
 /// JSON-RPC ids are unique among requests in flight: a request reusing the id of one the
-/// server still works on is answered `-32600` and not acted on, whichever method it names
+/// server still works on is answered `-32600` and not run, whichever method it names
 /// (a `ping`, the policy Request, `tools/list`), as a `tools/call` is; its answer would
-/// otherwise read as the answer to both. The one in flight is still answered.
+/// otherwise read as the answer to both. The policy Request among them, unread, is a grant
+/// of nothing (§6.7, F6: `ServerState::handle_policy_unread`). The one in flight is still
+/// answered.
 #[tokio::test]
 async fn a_request_reusing_an_id_in_flight_is_refused_whatever_its_method() {
     let mut host = RawHost::start();
@@ -538,11 +540,14 @@ async fn a_request_reusing_an_id_in_flight_is_refused_whatever_its_method() {
         assert_eq!(answer["error"]["code"], json!(-32600), "{reuse}: {answer}");
         assert_eq!(answer["id"], json!(5), "{answer}");
     }
-    // The policy Request reusing the id was not applied: `tools` is still granted.
+    // The policy Request reusing the id was not read, so it is a grant of nothing (§6.7:
+    // it may have been a reduction; fail closed, as one with unreadable params is, F6):
+    // `tools` is no longer granted. (Before, the wider grant stayed in force.)
     host.send(r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo"}}"#)
         .await;
     let echo = host.recv().await;
-    assert_eq!(echo["result"]["content"][0]["text"], "echo", "{echo}");
+    assert_eq!(echo["error"]["code"], -32002, "{echo}");
+    assert_eq!(echo["error"]["data"]["capability"], "tools", "{echo}");
     // The request in flight is still the host's to cancel, and is answered once.
     host.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#)
         .await;

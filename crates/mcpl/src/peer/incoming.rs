@@ -285,6 +285,9 @@ pub(super) enum Item {
     /// An `inference/lifecycle` notification read into its type (only once
     /// [`Peer::read_lifecycle_typed`] asked for it).
     Lifecycle(Box<LifecycleParams>, usize),
+    /// A policy Request refused before it was read (its reply written), told to an owner
+    /// that answers the policy Request itself (`reader::refusing_policy`, §6.7).
+    PolicyUnread,
 }
 
 impl Item {
@@ -294,6 +297,7 @@ impl Item {
             Item::Message(_, bytes) | Item::Response(_, bytes) | Item::Lifecycle(_, bytes) => {
                 *bytes
             }
+            Item::PolicyUnread => 0,
         }
     }
 }
@@ -304,6 +308,8 @@ pub(crate) enum Typed {
     Ordered(Ordered),
     /// An `inference/lifecycle` notification's params (§10.5), read straight from its text.
     Lifecycle(Box<LifecycleParams>),
+    /// A policy Request refused before it was read, already answered ([`Item::PolicyUnread`]).
+    PolicyUnread,
 }
 
 /// What [`Incoming::recv_ordered`] returns, in wire order.
@@ -347,15 +353,21 @@ impl Incoming {
     /// applies a response before the next message is handled (§5.3, §6.7) reads here. `None`
     /// once the connection has ended and the queue is drained.
     pub async fn recv_ordered(&mut self) -> Option<Ordered> {
-        Some(match self.recv_typed().await? {
-            Typed::Ordered(o) => o,
-            // Read typed only for a driver that reads here, never here: as a notification
-            // all the same, should one get here.
-            Typed::Lifecycle(p) => Ordered::Message(IncomingMessage::Notification(Notification {
-                method: crate::protocol::lifecycle::InferenceLifecycle::NAME.into(),
-                params: serde_json::to_value(&*p).ok(),
-            })),
-        })
+        loop {
+            return Some(match self.recv_typed().await? {
+                Typed::Ordered(o) => o,
+                // Read typed only for a driver that reads here, never here: as a notification
+                // all the same, should one get here.
+                Typed::Lifecycle(p) => {
+                    Ordered::Message(IncomingMessage::Notification(Notification {
+                        method: crate::protocol::lifecycle::InferenceLifecycle::NAME.into(),
+                        params: serde_json::to_value(&*p).ok(),
+                    }))
+                }
+                // Told only to a driver that reads typed; its refusal is already written.
+                Typed::PolicyUnread => continue,
+            });
+        }
     }
 
     /// [`Self::recv_ordered`], with an `inference/lifecycle` the reader read into its type
@@ -367,6 +379,7 @@ impl Incoming {
             Item::Message(m, _) => Typed::Ordered(Ordered::Message(m)),
             Item::Response(r, _) => Typed::Ordered(Ordered::Response(r)),
             Item::Lifecycle(p, _) => Typed::Lifecycle(p),
+            Item::PolicyUnread => Typed::PolicyUnread,
         })
     }
 

@@ -154,6 +154,20 @@ pub(super) enum Parsed {
     /// The response to a [`Peer::send_request`], delivered in wire order.
     Settled(Response),
     Reply(Value),
+    /// The reply refusing a policy Request before it was read (`refusing_policy`), and the
+    /// owner told of it in wire order ([`Item::PolicyUnread`]).
+    ReplyUnreadPolicy(Value),
+    /// The owner told of a policy Request refused unread (its reply in a batch's answer).
+    PolicyUnread,
+}
+
+/// Whether `method` is the policy Request (§6.7) on a connection whose owner answers it
+/// itself (`Peer::take_policy_past_busy`, `server::Server`'s): one refused before it is
+/// read is told to that owner ([`Parsed::ReplyUnreadPolicy`]), since it may carry a
+/// reduction the owner must respect all the same (§6.7, F6).
+fn refusing_policy(shared: &Shared, method: Option<&str>) -> bool {
+    shared.policy_past_busy.load(Ordering::Relaxed)
+        && method == Some(crate::protocol::feature_sets::FeatureSetsUpdate::NAME)
 }
 
 /// Handles one frame; returns `false` when the connection closed while delivering. The
@@ -595,6 +609,10 @@ fn take_top(
                 if let Some(p) = classify(shared, entry, Some(&collector), twice) {
                     match p {
                         Parsed::Reply(v) => refused.push(v),
+                        Parsed::ReplyUnreadPolicy(v) => {
+                            refused.push(v);
+                            items.push(Parsed::PolicyUnread);
+                        }
                         other => items.push(other),
                     }
                 }
@@ -692,6 +710,11 @@ fn deliver_now(
             let _ = replies.send(v.to_string());
             return Ok(());
         }
+        Some(Parsed::ReplyUnreadPolicy(v)) => {
+            let _ = replies.send(v.to_string());
+            Item::PolicyUnread
+        }
+        Some(Parsed::PolicyUnread) => Item::PolicyUnread,
         // Weighed by the frame being taken (`Shared::reading`: a batch entry's share).
         Some(Parsed::Deliver(msg)) => Item::Message(msg, shared.reading.load(Ordering::Relaxed)),
         Some(Parsed::Lifecycle(p)) => Item::Lifecycle(p, shared.reading.load(Ordering::Relaxed)),
@@ -753,7 +776,7 @@ pub(super) fn undeliverable(shared: &Shared, item: Item) {
         Item::Lifecycle(..) => shared.diagnose(Diagnostic::UnhandledNotification {
             method: crate::protocol::lifecycle::InferenceLifecycle::NAME.into(),
         }),
-        Item::Message(IncomingMessage::Request(_), _) => {}
+        Item::Message(IncomingMessage::Request(_), _) | Item::PolicyUnread => {}
     }
     drop(item);
 }
@@ -774,6 +797,7 @@ pub(super) fn classify(
     // a batch alike; a response gone wrong never is (that could loop), nor a JSON object
     // with no `method` (a log line on stdout, say), which is reported instead.
     let shape = crate::jsonrpc::Shape::of(&value);
+    let policy = refusing_policy(shared, value.get("method").and_then(Value::as_str));
     if !shape.request_like() {
         super::ids::integral_id(shared, &mut value);
     }
@@ -789,7 +813,10 @@ pub(super) fn classify(
                 _ => false,
             };
             if answered {
-                return Some(answered_invalid(shared, invalid));
+                return Some(match answered_invalid(shared, invalid) {
+                    Parsed::Reply(v) if policy => Parsed::ReplyUnreadPolicy(v),
+                    reply => reply,
+                });
             }
             let InvalidMessage { id, reason } = invalid;
             let settled = id
@@ -895,8 +922,12 @@ pub(super) fn accept(
             // later one is refused, never run (`serving`): the one rule, whoever owns the
             // connection (a `HostSession`'s, a `Server`'s, a plain peer's).
             let Some(held) = lock(&shared.serving).take(super::serving::key(&request.id)) else {
+                let policy = refusing_policy(shared, Some(&request.method));
                 let invalid = crate::jsonrpc::InvalidMessage::id_in_use(request.id);
-                return Some(answered_invalid(shared, invalid));
+                return Some(match answered_invalid(shared, invalid) {
+                    Parsed::Reply(v) if policy => Parsed::ReplyUnreadPolicy(v),
+                    reply => reply,
+                });
             };
             let weight = shared.reading.load(Ordering::Relaxed);
             Some(Parsed::Deliver(IncomingMessage::Request(IncomingRequest {

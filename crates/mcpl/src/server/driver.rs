@@ -278,6 +278,10 @@ impl Driver {
                 self.state.handle_lifecycle(now, params);
                 return self.outputs();
             }
+            Typed::PolicyUnread => {
+                self.state.handle_policy_unread();
+                return self.outputs();
+            }
         };
         match m {
             Ordered::Message(IncomingMessage::Request(mut req)) => {

@@ -8,6 +8,34 @@ use crate::jsonrpc::ErrorObject;
 use crate::policy::{Fallback, Form, Receipt, ServerPolicyState};
 use crate::session::ServerDiagnostic;
 
+impl super::ServerState {
+    /// A policy Request refused before it was read (an id in use by a request in flight,
+    /// `jsonrpc` not `"2.0"`; its `-32600` already written by whoever refused it) is a
+    /// grant of nothing, as one whose params cannot be read is, and reported
+    /// (`policy_malformed`). Reading (§6.7: a reduction is respected whatever its carrier,
+    /// and at once; a host revokes before it sends): the server cannot see what it asked,
+    /// so it may be a reduction, and fail closed is to hold nothing until the next policy
+    /// Request is read. Before (F6), the wider grant before it stayed in force. Does
+    /// nothing before `initialize` or after the close.
+    pub fn handle_policy_unread(&mut self) {
+        if self.closed || !self.initialized {
+            return;
+        }
+        self.generation += 1;
+        let answer = answer_policy_request(&mut self.policy, self.rules.required, &Value::Null);
+        drop(answer);
+        self.out.push_back(super::ServerOutput::Diagnostic(
+            ServerDiagnostic::PolicyMalformed {
+                form: Form::Request,
+                error: "refused before it was read (-32600: its id in use, or not JSON-RPC \
+                        2.0): nothing is granted until the next policy Request (§6.7)"
+                    .into(),
+            },
+        ));
+        self.after_policy();
+    }
+}
+
 /// How a server answers one policy Request ([`answer_policy_request`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicyAnswer {
