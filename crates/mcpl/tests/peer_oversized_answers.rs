@@ -481,3 +481,38 @@ async fn an_answer_of_ours_past_the_bound_of_an_oversized_line_fails_at_once() {
         );
     }
 }
+
+/// Past what the reader can keep of an oversized line of several (64 KiB of envelope
+/// summaries), the requests not kept are still answered: one `-32600` under a null id
+/// (`messages_not_kept`), the kept ones each under its own id. Before, they got nothing (a
+/// review finding: long ids filled the summaries well within the message bound).
+#[tokio::test]
+async fn the_requests_of_an_oversized_line_past_what_was_kept_are_answered() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig {
+        max_batch_entries: 1024,
+        ..config()
+    });
+    raw::answer_all(incoming);
+    let long_id = "i".repeat(1000);
+    let line = (1..=200)
+        .map(|i| format!(r#"{{"jsonrpc":"2.0","id":"{i}{long_id}","method":"m"}}"#))
+        .collect::<Vec<_>>()
+        .join(" ");
+    raw.send(&line).await;
+    let got = tokio::time::timeout(GUARD, raw.before_sync())
+        .await
+        .expect("no answer to sync");
+    let under_id = got.iter().filter(|a| a["id"].is_string()).count();
+    assert!(
+        under_id > 1 && under_id < 200,
+        "{under_id}: some kept, not all"
+    );
+    let not_kept: Vec<&Value> = got.iter().filter(|a| a["id"].is_null()).collect();
+    assert_eq!(not_kept.len(), 1, "{got:?}");
+    assert_eq!(not_kept[0]["error"]["code"], -32600);
+    assert_eq!(
+        not_kept[0]["error"]["data"]["reason"], "messages_not_kept",
+        "{}",
+        not_kept[0]
+    );
+}

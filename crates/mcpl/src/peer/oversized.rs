@@ -104,7 +104,8 @@ impl Discarded {
     /// a request of ours the second answered waited for its deadline (for ever without
     /// one), and a request there got no answer. When the reader could not keep every one
     /// (past `MAX_BATCH_SUMMARY_BYTES` of summaries), every request of ours outstanding
-    /// fails too (`why`), as for a batch it could not keep whole. Bounded as a line held
+    /// fails too (`why`), as for a batch it could not keep whole, and the messages not kept
+    /// are refused with one `-32600` under a null id. Bounded as a line held
     /// is ([`PeerConfig::max_batch_entries`] messages, the first included; reported once,
     /// `Diagnostic::SeveralOnALine`): past it the rest is refused with one `-32600` under
     /// a null id, as `peer::pieces` refuses it, an answer of ours there failing its
@@ -130,6 +131,11 @@ impl Discarded {
         for (i, piece) in rest.into_iter().enumerate() {
             if piece == crate::jsonrpc::envelope::batch::UNKEPT {
                 failed.extend(fail_outstanding(shared, why));
+                // The requests among those not kept are answered too, once, under a null
+                // id (past the message bound, its own reply below says it).
+                if !refused_past {
+                    let _ = replies.send(super::pieces::not_kept_reply());
+                }
             } else if i + 1 < limit {
                 failed.extend(each(&piece, replies));
             } else if let Some(id) = names_ours(&Head::read(&piece), shared) {
@@ -276,7 +282,7 @@ fn fail_outstanding(shared: &Shared, why: &str) -> Vec<Parsed> {
 
 /// Every request of ours outstanding: awaited, and sent in order (the two never share an
 /// id: both draw from one counter, and each request is registered in one of them).
-fn outstanding(shared: &Shared) -> Vec<RequestId> {
+pub(super) fn outstanding(shared: &Shared) -> Vec<RequestId> {
     let mut ids: Vec<RequestId> = lock(&shared.pending).keys().cloned().collect();
     ids.extend(lock(&shared.in_order).iter().cloned());
     ids

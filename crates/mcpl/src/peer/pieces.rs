@@ -49,6 +49,22 @@ pub(super) fn refused_past_reply(limit: usize) -> String {
     reply.to_json()
 }
 
+/// The one answer to the messages of a line refused unread past what the reader could keep
+/// of them (`MAX_BATCH_SUMMARY_BYTES` of summaries): their ids are not known, so they are
+/// refused together under a null id (JSON-RPC 2.0 §5), as those past the message bound are
+/// ([`refused_past_reply`]); a request among them is never left without an answer.
+pub(super) fn not_kept_reply() -> String {
+    let reply = Message::Response(Response {
+        id: None,
+        outcome: Err(ErrorObject::invalid_request_because(format_args!(
+            "more messages on one line (one message per line) than could be kept of a line \
+             refused unread; those past it were refused unread"
+        ))
+        .with_data(serde_json::json!({ "reason": "messages_not_kept" }))),
+    });
+    reply.to_json()
+}
+
 /// Reads and takes each of several messages of one line in order, as if each had come on
 /// its own line (a piece is one complete value, read on this task whatever its size); the
 /// rest for later when the incoming queue is full.

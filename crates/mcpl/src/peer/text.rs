@@ -268,15 +268,24 @@ fn refused_batch(
 /// message there is refused unread, but an answer to a request of ours among them ends
 /// that request now, failed, as one in a batch refused whole does ([`ours_in_batch`]),
 /// rather than leaving it to its deadline. Read by the envelope of each object
-/// (`envelope::BatchSighted::several_all`, within `MAX_BATCH_SUMMARY_BYTES` of summaries),
-/// bounded by the requests outstanding.
+/// (`envelope::BatchSighted::several_all`, within `MAX_BATCH_SUMMARY_BYTES` of summaries;
+/// past them every request of ours outstanding), bounded by the requests outstanding.
 fn ours_past_the_bound(shared: &Shared, past: &[u8]) -> Vec<RequestId> {
     let mut sighted = crate::jsonrpc::envelope::batch::BatchSighted::several_all();
     sighted.feed(past);
-    let (pieces, _) = sighted.several_pieces();
+    let (pieces, unkept) = sighted.several_pieces(true);
     let mut ours = Vec::new();
     for piece in pieces {
         if let Some(id) = super::refused::names_ours(&Head::read(&piece), shared) {
+            if !ours.contains(&id) {
+                ours.push(id);
+            }
+        }
+    }
+    // Past what the summaries keep, any of ours may be answered there unseen: each fails
+    // now, as for a batch not kept whole, rather than waiting for its deadline.
+    if unkept {
+        for id in super::oversized::outstanding(shared) {
             if !ours.contains(&id) {
                 ours.push(id);
             }

@@ -79,7 +79,7 @@ impl Sighted {
     /// message too, each request answered under its id and each response of the peer's
     /// ending its request, none left to its deadline.
     pub(crate) fn head_and_rest(self, ended: bool) -> (Vec<u8>, Rest) {
-        let (pieces, unkept) = self.several.several_pieces();
+        let (pieces, unkept) = self.several.several_pieces(ended);
         let head = self
             .envelope
             .summary(ended)

@@ -297,8 +297,16 @@ impl BatchSighted {
 
     /// Several mode: the summaries of the objects after the first (with the one being read
     /// when the bytes ended, cut), each as [`super::Envelope::summary`] writes it, and
-    /// whether some found no room ([`MAX_BATCH_SUMMARY_BYTES`]).
-    pub(crate) fn several_pieces(mut self) -> (Vec<Vec<u8>>, bool) {
+    /// whether some found no room ([`MAX_BATCH_SUMMARY_BYTES`]) or, when the line did not
+    /// end (`ended`), may follow unseen.
+    pub(crate) fn several_pieces(mut self, ended: bool) -> (Vec<Vec<u8>>, bool) {
+        // Cut before its end (a line refused by the budget part read) while reading past
+        // the first object: what follows the cut is unseen, so told as not kept (every
+        // request of ours then fails rather than waiting for an answer it may hold).
+        let past_first = self.objects > 1 || matches!(self.step, Step::After);
+        if !ended && self.several && past_first && !matches!(self.step, Step::Done) {
+            self.unkept = true;
+        }
         self.end_object(false);
         (self.pieces, self.unkept)
     }

@@ -445,7 +445,7 @@ fn several_objects_on_a_line_are_each_summarised_after_the_first() {
         for piece in text.as_bytes().chunks(step) {
             s.feed(piece);
         }
-        let (pieces, unkept) = s.several_pieces();
+        let (pieces, unkept) = s.several_pieces(true);
         let pieces: Vec<String> = pieces
             .iter()
             .map(|p| String::from_utf8_lossy(p).into_owned())
@@ -486,6 +486,21 @@ fn several_objects_on_a_line_are_each_summarised_after_the_first() {
     // Cut by the end of what was fed: the last one as cut.
     let (pieces, _) = read(r#"{"id":1,"result":1} {"id":2,"result":"xx"#, 4);
     assert_eq!(pieces, vec![r#"{"id":2,"result":["#.to_owned()]);
+    // A line that did not end (refused by the budget part read): what follows the cut may
+    // hold more, so it is told as not kept once past the first object, never within it.
+    let cut = |text: &str| {
+        let mut s = batch::BatchSighted::several();
+        s.feed(text.as_bytes());
+        s.several_pieces(false).1
+    };
+    assert!(cut(r#"{"id":1,"result":1} {"id":2,"res"#));
+    assert!(cut(r#"{"id":1,"result":1} "#));
+    assert!(
+        !cut(r#"{"id":1,"result":"#),
+        "within the first: the line's own envelope"
+    );
+    // Cut right after the first object: the line goes on unseen, so more may follow.
+    assert!(cut(r#"{"id":1,"result":1}"#));
 }
 
 /// A batch of responses only, read to its `]`, is owed nothing (JSON-RPC 2.0 §5, §6); any
