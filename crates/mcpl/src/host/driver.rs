@@ -553,8 +553,6 @@ impl Driver {
                     tracing::debug!(error = %e, "an application answer found no request");
                 }
             }
-            // The frames of the calls before it may still be held: released once they
-            // left the outbox (`frames_moved`).
             Cmd::Notify(_, _, reply) if reply.is_closed() => {}
             Cmd::Notify(method, params, reply) => {
                 let _ = reply.send(self.state.notify(&method, params).map_err(err));

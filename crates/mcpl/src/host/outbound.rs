@@ -5,7 +5,9 @@
 //! taken while the snapshot is held ([`HostSession::gated_now`]): the driver publishes a
 //! narrowed state before it sends the Request that narrows (§6.7), so nothing decided under
 //! the wider grant can follow that Request. A frame the queue has no room for goes through
-//! the driver, which gates it and queues it in one step itself.
+//! the driver, which gates it and queues it in one step itself, and so does a call made
+//! while calls are queued for the driver (`HostSession::behind_driver`): it is carried out
+//! behind them, in the order the application made them.
 
 use super::*;
 
@@ -38,6 +40,18 @@ pub(super) fn peer_gate(method: &str, notification: bool) -> Option<&'static str
     } else {
         "HostSession::request_raw"
     }))
+}
+
+/// A method with a dedicated API refused, naming the session's (not the state machine's,
+/// which the driver path would name): asked first, whichever path the call takes.
+fn refuse_dedicated(method: &str) -> Result<(), HostError> {
+    match dedicated_api(method) {
+        Some(instead) => Err(HostError::UseDedicated {
+            method: method.to_owned(),
+            instead,
+        }),
+        None => Ok(()),
+    }
 }
 
 impl HostSession {
@@ -123,6 +137,7 @@ impl HostSession {
             return Ok(crate::peer::decode_result::<M>(value)?);
         };
         if self.behind_driver() {
+            refuse_dedicated(M::NAME)?;
             let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
             let value = self.request_by_driver(M::NAME, v).await?;
             return Ok(crate::peer::decode_result::<M>(value)?);
@@ -210,6 +225,7 @@ impl HostSession {
         if session::ChannelLifecycle::is_lifecycle(method) {
             return self.request_by_driver(method, params).await;
         }
+        refuse_dedicated(method)?;
         if self.behind_driver() {
             return self.request_by_driver(method, params).await;
         }
@@ -226,6 +242,7 @@ impl HostSession {
     /// Sends a raw notification after outbound gating (`params` as for
     /// [`Self::request_raw`]), gated and put on the wire in one step as a request is.
     pub async fn notify_raw(&self, method: &str, params: Value) -> Result<(), HostError> {
+        refuse_dedicated(method)?;
         if !self.behind_driver() {
             let sent = self.gated_now(|snap| {
                 self.gate_in(snap, method, Some(&params), true)?;
