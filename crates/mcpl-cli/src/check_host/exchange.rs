@@ -19,6 +19,11 @@ use super::served::{self, served_advertisement};
 use super::session::{poll_once, secs, Run};
 use crate::check::report::Status;
 
+/// The longest the policy receipt waits for the ping sent ahead of it (after the early
+/// requests went out; half a step when that is shorter): under any host's own policy
+/// timeout a conforming host would set.
+const RECEIPT_HOLD_MAX: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The codes that refuse an `inference/request` sent before the receipt (§5.3): not granted
 /// (`-32002`, `-32001`, §6.6, App. A), an unknown feature set (`-32003`, §6.6: a host that
 /// has not taken up the manifest's declarations before its policy), not served (`-32601`),
@@ -249,9 +254,11 @@ impl Run {
             }
         }
         // The ping ahead of the receipt is awaited until half a step after the early
-        // requests went out at most (never past the policy's deadline): a host that reads
-        // nothing while it awaits its receipt still has half a step to answer them.
-        let hold = deadline.min(early_sent + self.bounds.step / 2);
+        // requests went out at most, and never more than `RECEIPT_HOLD_MAX` (never past
+        // the policy's deadline): a host that reads nothing while it awaits its receipt
+        // still has time to answer them, and a large `--timeout` cannot hold the receipt
+        // past a conforming host's own policy timeout (the library's is 10 s).
+        let hold = deadline.min(early_sent + (self.bounds.step / 2).min(RECEIPT_HOLD_MAX));
         match request {
             Some(req) => self.policy(req, notified, hold).await,
             None => {

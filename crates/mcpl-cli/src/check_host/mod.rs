@@ -189,7 +189,7 @@ impl Bounds {
     /// | `initialize` | 1 step from the connection |
     /// | the policy | 1 step from the answer to `initialize` |
     /// | the push sent before the receipt | 1 step from its send (within the policy's step) |
-    /// | the ping before the receipt | within the policy's step, at most half a step after the early requests |
+    /// | the ping before the receipt | within the policy's step, at most half a step (and 1 s) after the early requests |
     /// | fourteen probes | 1 step each; a paired ping starts with its request, with its own step |
     /// | the inference probe | `--inference-timeout` when granted, else 1 step |
     /// | listening | `--watch` |
