@@ -18,14 +18,21 @@
 //! cancel, in wire order (`Peer::answers_cancels`: the `Server`, the `HostSession`): there
 //! the cancel stands for that answer, so its id is free from the cancel on ([`Serving::forget`])
 //! and the sender may reuse it at once; the cancelled request's own answer, if its work
-//! still ends in one, is the owner's to drop (`server::Server` does).
+//! still ends in one, is the owner's to drop (`server::Server` does). Known gap, left as
+//! is: those owners answer `-32800` only for the requests they hand out (the `Server`'s
+//! handlers' but its `initialize`; the `HostSession`'s `inference/request` and
+//! `model/info`), so a cancel of another request of theirs (a `ping`, a `push/event`) also
+//! frees its id while its own answer may still be unwritten, and a reuse sent right behind
+//! the cancel can run beside it. The sender has broken MCP's no-reuse rule twice by then.
 //!
 //! Held as keyed 48-bit hashes of the ids ([`key`]) beside a 16-bit generation, in one
 //! word, so taking a request copies nothing and allocates nothing while at most one is in
 //! flight (the plain request/response case), and an answer owed holds 16 bytes more (its
 //! key, and a word for a batch's keys); the
-//! map for more is bounded by what is in flight (`PeerConfig::max_in_flight_requests`),
-//! and freed once they are answered. Two distinct ids in flight at once sharing a key (a
+//! map for more is bounded by what is in flight (`PeerConfig::max_in_flight_requests`)
+//! plus the ids the application took with `IncomingRequest::into_id` and has not answered
+//! yet (its own to bound: they are no longer counted as owed), and freed once they are
+//! answered. Two distinct ids in flight at once sharing a key (a
 //! chance of 2^-48 per pair, under a key no sender can aim at) would refuse the later one.
 
 use std::collections::HashMap;
