@@ -1,155 +1,17 @@
-//! Member names repeated within one JSON object of a message, as the checkers see them on the
-//! wire (`transport.member-names-unique`, `host.member-names-unique`).
-//!
-//! RFC 8259 §4 says the names of an object SHOULD be unique; I-JSON (RFC 7493 §2.3), which
-//! the §17.2 digest canonicalises, says they MUST be. A reader such as `serde_json::Value`
-//! keeps the last of them and says nothing, so `{"id":7,"id":12345}` is read as id 12345
-//! while a reader keeping the first reads 7. The library's peer reads frames that way, on
-//! its hot path, and is not changed: only the checkers, which read raw frames themselves,
-//! look again ([`first_repeated`]), once a frame has parsed.
-//!
-//! Bounded: the scan holds the names of the objects open along one path (at most the
-//! parser's 128 levels, within a frame the checkers already bound), and what it reports
-//! quotes at most [`NAME_CHARS`] characters of the name and [`PATH_CHARS`] of where it is.
+//! Member names repeated within one JSON object of a message, as the checkers report them
+//! (`transport.member-names-unique`, `host.member-names-unique`). The scan is the library's
+//! ([`mcpl::jsonrpc::repeated`]), the one the library's own readers run where a message
+//! decides authority; what is here only names the message a repeat was found in.
 
-use std::collections::HashSet;
-use std::fmt;
-
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-/// Characters of a repeated name quoted (a longer one is cut, marked `…`).
-pub const NAME_CHARS: usize = 64;
-/// Characters of the path to the object that repeats it (a longer one is cut, marked `…`).
-pub const PATH_CHARS: usize = 160;
-
-/// The first member name a message repeats, in document order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Repeated {
-    /// The name, as parsed (escapes resolved), cut to [`NAME_CHARS`].
-    pub name: String,
-    /// Where the object repeating it is: empty for the top level, else a path such as
-    /// `result.serverInfo` or `params.content[0]`, cut to [`PATH_CHARS`].
-    pub path: String,
-}
-
-/// The first member name repeated in an object of `text` (one JSON text, already known to
-/// parse), or `None` when every object names each member once or the text does not parse.
-pub fn first_repeated(text: &str) -> Option<Repeated> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let found = Scan.deserialize(&mut de).ok()??;
-    let mut path = String::new();
-    for step in found.path.iter().rev() {
-        match step {
-            Step::Member(name) => {
-                if !path.is_empty() {
-                    path.push('.');
-                }
-                path.push_str(name);
-            }
-            Step::Index(i) => path.push_str(&format!("[{i}]")),
-        }
-    }
-    Some(Repeated {
-        name: cut(&found.name, NAME_CHARS),
-        path: cut(&path, PATH_CHARS),
-    })
-}
+pub use mcpl::jsonrpc::repeated::{first_repeated, Repeated, NAME_CHARS};
 
 /// `s` cut to `limit` characters, the cut marked `…`.
 fn cut(s: &str, limit: usize) -> String {
     match s.char_indices().nth(limit) {
         Some((end, _)) => format!("{}…", s.get(..end).unwrap_or_default()),
         None => s.to_owned(),
-    }
-}
-
-/// One step of the path from the top level to an object, innermost first while unwinding.
-enum Step {
-    Member(String),
-    Index(usize),
-}
-
-/// What the scan found: the name, and the path to its object (innermost step first).
-struct Found {
-    name: String,
-    path: Vec<Step>,
-}
-
-/// Scans one value; yields the first repeat inside it, if any.
-struct Scan;
-
-impl<'de> DeserializeSeed<'de> for Scan {
-    type Value = Option<Found>;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(Scan)
-    }
-}
-
-impl<'de> Visitor<'de> for Scan {
-    type Value = Option<Found>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut index = 0usize;
-        while let Some(found) = seq.next_element_seed(Scan)? {
-            if let Some(mut found) = found {
-                found.path.push(Step::Index(index));
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                return Ok(Some(found));
-            }
-            index += 1;
-        }
-        Ok(None)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut names = HashSet::new();
-        while let Some(name) = map.next_key::<String>()? {
-            if names.contains(&name) {
-                map.next_value::<IgnoredAny>()?;
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                return Ok(Some(Found {
-                    name,
-                    path: Vec::new(),
-                }));
-            }
-            if let Some(mut found) = map.next_value_seed(Scan)? {
-                found.path.push(Step::Member(name));
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                return Ok(Some(found));
-            }
-            names.insert(name);
-        }
-        Ok(None)
     }
 }
 
@@ -196,45 +58,6 @@ pub fn describe(found: &Repeated, message: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(text: &str) -> Option<(String, String)> {
-        first_repeated(text).map(|r| (r.name, r.path))
-    }
-
-    #[test]
-    fn repeats_are_found_at_any_depth_with_their_path() {
-        assert_eq!(at(r#"{"id":7,"id":8}"#), Some(("id".into(), String::new())));
-        assert_eq!(
-            at(r#"{"a":1,"params":{"content":[{"x":1},{"type":"t","type":"u"}]}}"#),
-            Some(("type".into(), "params.content[1]".into()))
-        );
-        assert_eq!(
-            at(r#"[1,{"m":{"k":1,"k":2}}]"#),
-            Some(("k".into(), "[1].m".into()))
-        );
-        // Escapes resolved: "\u0069d" is "id".
-        assert_eq!(
-            at(r#"{"id":1,"\u0069d":2}"#),
-            Some(("id".into(), String::new()))
-        );
-    }
-
-    #[test]
-    fn unique_names_and_non_json_find_nothing() {
-        assert_eq!(at(r#"{"a":{"a":{"a":[{"a":1},{"a":2}]}}}"#), None);
-        assert_eq!(at(r#"{"a":1,"A":2}"#), None);
-        assert_eq!(at("[1,2,3]"), None);
-        assert_eq!(at("not json"), None);
-    }
-
-    #[test]
-    fn what_is_quoted_is_cut() {
-        let long = "n".repeat(1000);
-        let text = format!(r#"{{"{long}":1,"{long}":2}}"#);
-        let found = first_repeated(&text).unwrap();
-        assert_eq!(found.name.chars().count(), NAME_CHARS + 1);
-        assert!(found.name.ends_with('…'));
-    }
 
     #[test]
     fn messages_are_named_as_read() {

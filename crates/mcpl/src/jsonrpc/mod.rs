@@ -966,6 +966,7 @@ pub(crate) mod head;
 mod invalid;
 pub use invalid::{invalid_then, InvalidThen, Shape};
 mod lead;
+pub mod repeated;
 mod several;
 pub use head::{discarded_refusal, refusal_of, Refusal};
 pub use several::{several_values, Several};
