@@ -10,6 +10,15 @@
 //! [`DOUBLED_ID`]), under its id when `method` or `params` is. A response naming a member
 //! twice is read as its last, as a parser reads it: only the side that sent the request
 //! writes its id back, and the answer is that side's to give.
+//!
+//! A message that decides authority ([`decides_authority`]: the policy, `featureSets/update`,
+//! either form) is read further: a member named twice anywhere in its text
+//! ([`super::repeated::first_repeated`]) leaves the policy in doubt, and §5.4 rejects a
+//! policy whose meaning is in doubt as malformed, fail closed. Reading: it is refused as
+//! one naming `params` twice is, an Invalid Request (`-32600` under its id; a Notification
+//! is reported), never handled, so what a validator in between read (the first copy) and
+//! what would be handled (the last) cannot differ. No other message is read further: the
+//! hot path (`tools/call`, `push/event`, responses) never runs the scan.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -17,6 +26,7 @@ use std::fmt;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+use super::repeated::{first_repeated, Repeated};
 use super::{invalid, InvalidMessage, Message};
 
 /// Why a request-shaped object whose `id` member is named more than once is no valid
@@ -25,22 +35,28 @@ pub(crate) const DOUBLED_ID: &str =
     "the id member is named more than once, so which request it is cannot be told";
 
 /// The request envelope member an object names more than once: `id` first, then `method`,
-/// then `params` (the first of them that is).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// then `params` (the first of them that is); else, in a message deciding authority, the
+/// first member named twice anywhere in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Doubled {
     Id,
     Method,
     Params,
+    /// In a message that [`decides_authority`]: the first name it repeats, and where.
+    Within(Repeated),
 }
 
-impl Doubled {
-    fn name(self) -> &'static str {
-        match self {
-            Doubled::Id => "id",
-            Doubled::Method => "method",
-            Doubled::Params => "params",
-        }
-    }
+/// Whether a message with this `method` decides authority, and so is refused for a member
+/// named twice anywhere in its text (see the module docs): the policy, `featureSets/update`
+/// (§5.3, §6.7), in either form.
+pub(crate) fn decides_authority(method: Option<&str>) -> bool {
+    use crate::protocol::Method as _;
+    method == Some(crate::protocol::feature_sets::FeatureSetsUpdate::NAME)
+}
+
+/// Whether the message `value` [`decides_authority`] (its `method` member, as read).
+fn value_decides(value: &Value) -> bool {
+    decides_authority(value.get("method").and_then(Value::as_str))
 }
 
 /// [`Message::from_value`] of a request-shaped `value` read from a text that names
@@ -56,13 +72,29 @@ pub(crate) fn from_value_read(
     let Some(doubled) = doubled.filter(|_| asks(&value)) else {
         return Message::from_value(value);
     };
-    if doubled == Doubled::Id {
-        return Err(invalid(None, DOUBLED_ID));
-    }
-    let reason = format!(
-        "the {} member is named more than once, so which one the sender meant cannot be told",
-        doubled.name()
-    );
+    let reason =
+        match &doubled {
+            Doubled::Id => return Err(invalid(None, DOUBLED_ID)),
+            Doubled::Method | Doubled::Params => {
+                format!(
+            "the {} member is named more than once, so which one the sender meant cannot be \
+             told",
+            if doubled == Doubled::Method { "method" } else { "params" }
+        )
+            }
+            Doubled::Within(r) => {
+                let at = match r.path.as_str() {
+                    "" => "the top-level object".to_owned(),
+                    path => path.to_owned(),
+                };
+                format!(
+                "{:?} is named more than once in {at}, so which policy the sender meant cannot \
+                 be told: malformed, refused whole (§5.4; member names are unique, I-JSON, \
+                 RFC 7493 §2.3); the sender must name each member once",
+                r.name
+            )
+            }
+        };
     match Message::from_value(value)? {
         Message::Request(r) => Err(invalid(Some(r.id), reason)),
         _ => Err(invalid(None, reason)),
@@ -78,13 +110,37 @@ pub(crate) fn doubled_member(text: &str) -> Option<Doubled> {
     Members.deserialize(&mut de).ok().flatten()
 }
 
-/// [`doubled_member`] for each object entry of a batch in `text`: its index in the batch
-/// (every entry counts) and the member it names more than once (the peer's reading; a
-/// sans-I/O driver splits a batch itself).
+/// What the message `value`, read from `text`, names more than once: [`doubled_member`],
+/// else, when it [`decides_authority`], the first name repeated anywhere in `text`
+/// ([`Doubled::Within`]). The one reading of a single message, the peer's and
+/// [`Message::parse`]'s.
+pub(crate) fn doubled_in(text: &str, value: &Value) -> Option<Doubled> {
+    doubled_member(text).or_else(|| {
+        value_decides(value)
+            .then(|| first_repeated(text).map(Doubled::Within))
+            .flatten()
+    })
+}
+
+/// [`doubled_in`] for each object entry of a batch in `text` (`entries` being its entries
+/// as read): its index in the batch (every entry counts) and what it names more than once,
+/// in entry order (the peer's reading; a sans-I/O driver splits a batch itself). The text
+/// is scanned whole again only when an entry [`decides_authority`].
 #[cfg(feature = "runtime")]
-pub(crate) fn doubled_in_batch(text: &str) -> Vec<(usize, Doubled)> {
+pub(crate) fn doubled_in_batch(text: &str, entries: &[Value]) -> Vec<(usize, Doubled)> {
     let mut de = serde_json::Deserializer::from_str(text);
-    Entries.deserialize(&mut de).unwrap_or_default()
+    let mut doubled = Entries.deserialize(&mut de).unwrap_or_default();
+    if !entries.iter().any(value_decides) {
+        return doubled;
+    }
+    for (at, repeated) in super::repeated::first_repeated_each(text) {
+        let decides = entries.get(at).is_some_and(value_decides);
+        if decides && !doubled.iter().any(|(i, _)| *i == at) {
+            doubled.push((at, Doubled::Within(repeated)));
+        }
+    }
+    doubled.sort_by_key(|(at, _)| *at);
+    doubled
 }
 
 /// Counts an object's top-level `id`, `method` and `params` members.

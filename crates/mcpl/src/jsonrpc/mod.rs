@@ -594,9 +594,13 @@ impl Message {
     /// slow path (`serde_json::from_str::<Value>` and [`Message::from_value`]) for its
     /// diagnostics. Whenever this returns `Some(m)`, the slow path returns `Ok(m)` for the
     /// same text (issue #8; pinned by the equivalence tests).
+    ///
+    /// A message deciding authority (the policy, `featureSets/update`) is declined too: the
+    /// slow path reads its whole text for a member named twice (`jsonrpc::doubled`, §5.4).
     pub fn parse_object(text: &str) -> Option<Message> {
         let FastParts(parts) = serde_json::from_str(text).ok()?;
-        parts.into_message().ok()
+        let msg = parts.into_message().ok()?;
+        (!doubled::decides_authority(msg.method())).then_some(msg)
     }
 
     /// Parses one JSON text as a single message (the fast path first, then the slow one),
@@ -627,7 +631,8 @@ impl Message {
         // What a `Value` loses: a request's member named twice (only a request-shaped
         // object, or an id with no method nor outcome, is read again).
         let asks = value.get("method").is_some() || Shape::of(&value).bare();
-        let doubled = asks.then(|| doubled::doubled_member(text)).flatten();
+        // A message deciding authority is read whole (`doubled::decides_authority`).
+        let doubled = asks.then(|| doubled::doubled_in(text, &value)).flatten();
         doubled::from_value_read(value, doubled).map_err(ParseError::Invalid)
     }
 

@@ -1,6 +1,6 @@
 //! The first member name a JSON text repeats within one of its objects, at any depth: the one
 //! scan the checkers (`transport.member-names-unique`, `host.member-names-unique`) and the
-//! library (where a message decides authority, [`super::doubled`]) share.
+//! library (where a message decides authority, `jsonrpc::doubled`) share.
 //!
 //! RFC 8259 §4 says the names of an object SHOULD be unique; I-JSON (RFC 7493 §2.3), which
 //! the §17.2 digest canonicalises, says they MUST be. A reader such as `serde_json::Value`
@@ -37,23 +37,16 @@ pub struct Repeated {
 /// parse), or `None` when every object names each member once or the text does not parse.
 pub fn first_repeated(text: &str) -> Option<Repeated> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let found = Scan.deserialize(&mut de).ok()??;
-    let mut path = String::new();
-    for step in found.path.iter().rev() {
-        match step {
-            Step::Member(name) => {
-                if !path.is_empty() {
-                    path.push('.');
-                }
-                path.push_str(name);
-            }
-            Step::Index(i) => path.push_str(&format!("[{i}]")),
-        }
-    }
-    Some(Repeated {
-        name: cut(&found.name, NAME_CHARS),
-        path: cut(&path, PATH_CHARS),
-    })
+    Scan.deserialize(&mut de).ok()?.map(Found::reported)
+}
+
+/// [`first_repeated`] of each entry of the JSON array in `text`, by its index in the array
+/// (every entry counts; paths start at the entry); empty for a text that is no array or does
+/// not parse. One pass over the text, as bounded as [`first_repeated`].
+#[cfg(feature = "runtime")]
+pub(crate) fn first_repeated_each(text: &str) -> Vec<(usize, Repeated)> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    Each.deserialize(&mut de).unwrap_or_default()
 }
 
 /// `s` cut to `limit` characters, the cut marked `…`.
@@ -74,6 +67,62 @@ enum Step {
 struct Found {
     name: String,
     path: Vec<Step>,
+}
+
+impl Found {
+    /// As reported: the path written outermost first, both cut.
+    fn reported(self) -> Repeated {
+        let mut path = String::new();
+        for step in self.path.iter().rev() {
+            match step {
+                Step::Member(name) => {
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(name);
+                }
+                Step::Index(i) => path.push_str(&format!("[{i}]")),
+            }
+        }
+        Repeated {
+            name: cut(&self.name, NAME_CHARS),
+            path: cut(&path, PATH_CHARS),
+        }
+    }
+}
+
+/// [`Scan`] of each entry of an array.
+#[cfg(feature = "runtime")]
+struct Each;
+
+#[cfg(feature = "runtime")]
+impl<'de> DeserializeSeed<'de> for Each {
+    type Value = Vec<(usize, Repeated)>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+#[cfg(feature = "runtime")]
+impl<'de> Visitor<'de> for Each {
+    type Value = Vec<(usize, Repeated)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON array")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut found = Vec::new();
+        let mut index = 0usize;
+        while let Some(entry) = seq.next_element_seed(Scan)? {
+            if let Some(entry) = entry {
+                found.push((index, entry.reported()));
+            }
+            index += 1;
+        }
+        Ok(found)
+    }
 }
 
 /// Scans one value; yields the first repeat inside it, if any.
@@ -177,6 +226,20 @@ mod tests {
             at(r#"{"id":1,"\u0069d":2}"#),
             Some(("id".into(), String::new()))
         );
+    }
+
+    #[cfg(feature = "runtime")]
+    #[test]
+    fn each_entry_of_an_array_is_scanned_alone() {
+        let each = first_repeated_each(r#"[{"a":1},{"b":{"k":1,"k":2}},3,{"c":1,"c":2}]"#);
+        let each: Vec<_> = each.into_iter().map(|(i, r)| (i, r.name, r.path)).collect();
+        assert_eq!(
+            each,
+            [(1, "k".into(), "b".into()), (3, "c".into(), String::new())]
+        );
+        // The same name in two entries is no repeat.
+        assert!(first_repeated_each(r#"[{"a":1},{"a":1}]"#).is_empty());
+        assert!(first_repeated_each(r#"{"a":1,"a":2}"#).is_empty());
     }
 
     #[test]

@@ -76,7 +76,7 @@ fn invalid_message_keeps_its_id() {
 fn slow(text: &str) -> Result<Message, ParseError> {
     let value: Value = serde_json::from_str(text).map_err(|e| ParseError::Json(e.to_string()))?;
     // What a `Value` loses: a request naming a member more than once is refused.
-    let doubled = super::doubled::doubled_member(text);
+    let doubled = super::doubled::doubled_in(text, &value);
     super::doubled::from_value_read(value, doubled).map_err(ParseError::Invalid)
 }
 

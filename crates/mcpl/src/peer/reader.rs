@@ -605,7 +605,7 @@ fn take_top(
             // not searched once per entry (linear in the batch, whatever the peer sends).
             let mut doubled = doubled.iter().peekable();
             for (i, entry) in entries.into_iter().enumerate() {
-                let twice = doubled.next_if(|(at, _)| *at == i).map(|(_, d)| *d);
+                let twice = doubled.next_if(|(at, _)| *at == i).map(|(_, d)| d.clone());
                 if let Some(p) = classify(shared, entry, Some(&collector), twice) {
                     match p {
                         Parsed::Reply(v) => refused.push(v),
@@ -637,7 +637,7 @@ fn take_top(
             }
         }
         Top::Single(single) => {
-            let twice = doubled.first().map(|(_, d)| *d);
+            let twice = doubled.first().map(|(_, d)| d.clone());
             if let Some(p) = classify(shared, single, None, twice) {
                 items.push(p);
             }

@@ -231,11 +231,11 @@ fn doubled_members(trimmed: &str, top: &Top) -> Vec<(usize, Doubled)> {
     let request =
         |v: &serde_json::Value| v.get("method").is_some() || crate::jsonrpc::Shape::of(v).bare();
     match top {
-        Top::Single(v) if request(v) => crate::jsonrpc::doubled::doubled_member(trimmed)
+        Top::Single(v) if request(v) => crate::jsonrpc::doubled::doubled_in(trimmed, v)
             .map(|d| vec![(0, d)])
             .unwrap_or_default(),
         Top::Batch(BoundedBatch::Within(entries)) if entries.iter().any(request) => {
-            crate::jsonrpc::doubled::doubled_in_batch(trimmed)
+            crate::jsonrpc::doubled::doubled_in_batch(trimmed, entries)
         }
         _ => Vec::new(),
     }
