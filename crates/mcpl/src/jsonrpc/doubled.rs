@@ -9,7 +9,7 @@
 //! handled: under a null id when `id` is named twice (which request it is cannot be told,
 //! [`DOUBLED_ID`]), under its id when `method` or `params` is. A response naming a member
 //! twice is read as its last, as a parser reads it: only the side that sent the request
-//! writes its id back, and the answer is that side's to give.
+//! writes its id back, and the answer is that side's to give (save the answers below).
 //!
 //! A message that decides authority ([`decides_authority`]: the policy, `featureSets/update`,
 //! either form) is read further: a member named twice anywhere in its text
@@ -18,7 +18,10 @@
 //! one naming `params` twice is, an Invalid Request (`-32600` under its id; a Notification
 //! is reported), never handled, so what a validator in between read (the first copy) and
 //! what would be handled (the last) cannot differ. No other message is read further: the
-//! hot path (`tools/call`, `push/event`, responses) never runs the scan.
+//! hot path (`tools/call`, `push/event`, responses) never runs the scan. The answer to a
+//! request whose answer decides authority (`answer_read_whole`: `initialize`,
+//! `mcpl/manifest`, noted by the peer when it sends one) is read whole the same way, and one
+//! naming a member twice fails that request as unreadable (the peer's `invalid response`).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -54,6 +57,17 @@ pub(crate) fn decides_authority(method: Option<&str>) -> bool {
     method == Some(crate::protocol::feature_sets::FeatureSetsUpdate::NAME)
 }
 
+/// Whether the answer to a request of `method` decides authority, and so is refused for a
+/// member named twice anywhere in its text: the manifest the host reads from an
+/// `initialize` result (§5.1) or an `mcpl/manifest` result (§17.2), which decides what is
+/// granted. Reading (§5.4, fail closed; I-JSON, RFC 7493 §2.3, which `mcpl validate`
+/// applies to the same text): the request fails as its answer could not be read (the
+/// peer's `invalid response`), reported, and the repeat is never taken as its last copy.
+#[cfg(feature = "runtime")]
+pub(crate) fn answer_read_whole(method: &str) -> bool {
+    method == "initialize" || method == "mcpl/manifest"
+}
+
 /// Whether the message `value` [`decides_authority`] (its `method` member, as read).
 fn value_decides(value: &Value) -> bool {
     decides_authority(value.get("method").and_then(Value::as_str))
@@ -69,7 +83,9 @@ pub(crate) fn from_value_read(
     // A request, or an id with no method nor outcome, which is answered as one is
     // (`InvalidThen::AnswerUnlessOurs`): an `id` named twice leaves either unanswered.
     let asks = |v: &Value| v.get("method").is_some() || super::Shape::of(v).bare();
-    let Some(doubled) = doubled.filter(|_| asks(&value)) else {
+    // A member named twice within a message noted as deciding authority: a response too.
+    let within = |d: &Doubled| matches!(d, Doubled::Within(_));
+    let Some(doubled) = doubled.filter(|d| within(d) || asks(&value)) else {
         return Message::from_value(value);
     };
     let reason =
@@ -87,8 +103,12 @@ pub(crate) fn from_value_read(
                     "" => "the top-level object".to_owned(),
                     path => path.to_owned(),
                 };
+                let what = match value.get("method") {
+                    Some(_) => "policy",
+                    None => "manifest",
+                };
                 format!(
-                "{:?} is named more than once in {at}, so which policy the sender meant cannot \
+                "{:?} is named more than once in {at}, so which {what} the sender meant cannot \
                  be told: malformed, refused whole (§5.4; member names are unique, I-JSON, \
                  RFC 7493 §2.3); the sender must name each member once",
                 r.name
@@ -97,7 +117,8 @@ pub(crate) fn from_value_read(
         };
     match Message::from_value(value)? {
         Message::Request(r) => Err(invalid(Some(r.id), reason)),
-        _ => Err(invalid(None, reason)),
+        Message::Response(r) => Err(invalid(r.id, reason)),
+        Message::Notification(_) => Err(invalid(None, reason)),
     }
 }
 
@@ -123,18 +144,23 @@ pub(crate) fn doubled_in(text: &str, value: &Value) -> Option<Doubled> {
 }
 
 /// [`doubled_in`] for each object entry of a batch in `text` (`entries` being its entries
-/// as read): its index in the batch (every entry counts) and what it names more than once,
+/// as read; `answers` the indices of those answering a request whose answer is read whole,
+/// [`answer_read_whole`]): its index in the batch (every entry counts) and what it names more than once,
 /// in entry order (the peer's reading; a sans-I/O driver splits a batch itself). The text
 /// is scanned whole again only when an entry [`decides_authority`].
 #[cfg(feature = "runtime")]
-pub(crate) fn doubled_in_batch(text: &str, entries: &[Value]) -> Vec<(usize, Doubled)> {
+pub(crate) fn doubled_in_batch(
+    text: &str,
+    entries: &[Value],
+    answers: &[usize],
+) -> Vec<(usize, Doubled)> {
     let mut de = serde_json::Deserializer::from_str(text);
     let mut doubled = Entries.deserialize(&mut de).unwrap_or_default();
-    if !entries.iter().any(value_decides) {
+    if answers.is_empty() && !entries.iter().any(value_decides) {
         return doubled;
     }
     for (at, repeated) in super::repeated::first_repeated_each(text) {
-        let decides = entries.get(at).is_some_and(value_decides);
+        let decides = answers.contains(&at) || entries.get(at).is_some_and(value_decides);
         if decides && !doubled.iter().any(|(i, _)| *i == at) {
             doubled.push((at, Doubled::Within(repeated)));
         }

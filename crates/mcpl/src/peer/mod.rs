@@ -371,6 +371,7 @@ impl Peer {
             owed_settled: Notify::new(),
             read_eof: std::sync::atomic::AtomicBool::new(false),
             in_order: Mutex::new(HashSet::new()),
+            read_whole: Mutex::new(HashSet::new()),
             serving: Mutex::new(serving::Serving::default()),
             failed_here: Mutex::new(VecDeque::new()),
             finished: watch::channel(false).0,
@@ -720,6 +721,7 @@ impl Peer {
             return Err(PeerError::SentFromTap);
         }
         let id = shared.register_in_order()?;
+        shared.note_read_whole(method, &id);
         // Until its frame is queued, the request is not sent: given up (this future dropped)
         // or refused, it is no longer registered (nothing to forget, nothing to cancel).
         let mut unsent = UnsentInOrder {

@@ -138,6 +138,10 @@ pub(super) struct Shared {
     /// Requests sent with [`Peer::send_request`]: their responses are delivered through
     /// [`Incoming::recv_ordered`] at their wire position instead of to a waiting caller.
     pub(super) in_order: Mutex<HashSet<RequestId>>,
+    /// Those of them whose answer decides authority (`jsonrpc::doubled::answer_read_whole`:
+    /// `initialize`, `mcpl/manifest`): the answer's whole text is read for a member named
+    /// twice (§5.4, §17.2) before it is taken. A subset of `in_order`, so bounded as it is.
+    pub(super) read_whole: Mutex<HashSet<RequestId>>,
     /// The other side's requests in flight, by [`super::serving::key`]: one more under any
     /// of them is refused (`jsonrpc::InvalidMessage::id_in_use`).
     pub(super) serving: Mutex<super::serving::Serving>,

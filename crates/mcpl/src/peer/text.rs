@@ -154,6 +154,17 @@ pub(super) fn read_text(
     }
     if trimmed.starts_with('{') {
         if let Some(msg) = Message::parse_object(trimmed) {
+            // The answer to a request whose answer decides authority, read whole.
+            if let Message::Response(r) = &msg {
+                let repeated = shared
+                    .take_read_whole(r.id.as_ref())
+                    .then(|| crate::jsonrpc::repeated::first_repeated(trimmed))
+                    .flatten();
+                if let Some(repeated) = repeated {
+                    let doubled = vec![(0, Doubled::Within(repeated))];
+                    return (Read::Doubled(Top::Single(msg.to_value()), doubled), weight);
+                }
+            }
             return (Read::Message(msg), weight);
         }
     }
@@ -216,7 +227,7 @@ pub(super) fn read_text(
             };
             (refused_batch(shared, trimmed, reason, read), weight)
         }
-        Ok(top) => match doubled_members(trimmed, &top) {
+        Ok(top) => match doubled_members(shared, trimmed, &top) {
             doubled if doubled.is_empty() => (Read::Top(Ok(top)), weight),
             doubled => (Read::Doubled(top, doubled), weight),
         },
@@ -224,18 +235,39 @@ pub(super) fn read_text(
 }
 
 /// The request-shaped objects of `top` (read from `trimmed`) that name `id`, `method` or
-/// `params` more than once, which a `Value` does not show (`jsonrpc::doubled`): 0 for a
-/// single one, their indices for a batch's entries. The text is read again only when an
-/// object has a `method` member.
-fn doubled_members(trimmed: &str, top: &Top) -> Vec<(usize, Doubled)> {
+/// `params` more than once, which a `Value` does not show (`jsonrpc::doubled`), and those
+/// deciding authority that name any member twice (the policy; the answer to a request of
+/// ours noted in [`Shared::read_whole`]): 0 for a single one, their indices for a batch's
+/// entries. The text is read again only when an object has a `method` member or answers
+/// such a request.
+fn doubled_members(shared: &Shared, trimmed: &str, top: &Top) -> Vec<(usize, Doubled)> {
     let request =
         |v: &serde_json::Value| v.get("method").is_some() || crate::jsonrpc::Shape::of(v).bare();
+    // Each lock taken alone: `take_read_whole` locks the note itself.
+    let noted = || !lock(&shared.read_whole).is_empty();
+    let answer_read_whole = |v: &serde_json::Value| {
+        let id = || v.get("id").and_then(RequestId::from_value);
+        !request(v) && noted() && shared.take_read_whole(id().as_ref())
+    };
     match top {
         Top::Single(v) if request(v) => crate::jsonrpc::doubled::doubled_in(trimmed, v)
             .map(|d| vec![(0, d)])
             .unwrap_or_default(),
-        Top::Batch(BoundedBatch::Within(entries)) if entries.iter().any(request) => {
-            crate::jsonrpc::doubled::doubled_in_batch(trimmed, entries)
+        Top::Single(v) if answer_read_whole(v) => crate::jsonrpc::repeated::first_repeated(trimmed)
+            .map(|r| vec![(0, Doubled::Within(r))])
+            .unwrap_or_default(),
+        Top::Batch(BoundedBatch::Within(entries)) => {
+            let answers: Vec<usize> = match noted() {
+                false => Vec::new(),
+                true => (0..entries.len())
+                    .filter(|&i| entries.get(i).is_some_and(answer_read_whole))
+                    .collect(),
+            };
+            if !answers.is_empty() || entries.iter().any(request) {
+                crate::jsonrpc::doubled::doubled_in_batch(trimmed, entries, &answers)
+            } else {
+                Vec::new()
+            }
         }
         _ => Vec::new(),
     }
