@@ -142,6 +142,19 @@ async fn s5_4_a_policy_request_naming_a_member_twice_is_refused_and_grants_nothi
     assert_eq!(answer["result"]["accepted"], true, "{answer}");
     let call = host.echo(5).await;
     assert_eq!(call["result"]["content"][0]["text"], "hi", "{call}");
+
+    // §6.7: refused once a grant is in force, it may have been a reduction: the server
+    // holds nothing from it on (a policy the server could not read, as one with unreadable
+    // params), never the grant before it.
+    host.send(r#"{"jsonrpc":"2.0","id":6,"method":"featureSets/update","params":{"effectiveCapabilities":[],"effectiveCapabilities":["tools"]}}"#)
+        .await;
+    let answer = host.recv().await;
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    let call = host.echo(7).await;
+    assert_eq!(
+        call["error"]["code"], -32002,
+        "tools no longer granted: {call}"
+    );
 }
 
 /// §6.7: a policy Notification naming `disabled` twice (the empty list last) is refused
