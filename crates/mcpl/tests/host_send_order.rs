@@ -164,3 +164,145 @@ async fn a_send_the_full_queue_cannot_take_goes_out_through_the_driver_in_order(
         .await;
     assert_eq!(sender.await.unwrap().unwrap(), json!({"ok": true}));
 }
+
+/// Sends waiting for room in the peer's queue (issue #24: they wait, then go straight out,
+/// not through the driver) are gated when they take their place, not when they began to
+/// wait (§5.4, §6.7): a burst of concurrent publishes past the queue's room with a narrowing
+/// policy made meanwhile puts no `channels/publish` after the reduction Request, and every
+/// publish either reached the wire before it or was refused locally as not granted. Nothing
+/// is lost or sent twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_waiting_for_room_are_gated_when_they_go_out_not_when_they_began_to_wait() {
+    const BURST: usize = 200;
+    let config = PeerConfig {
+        outgoing_capacity: 2,
+        ..PeerConfig::default()
+    };
+    let (s, mut raw) = connected_with(config, 256).await;
+    let burst: Vec<_> = (0..BURST)
+        .map(|i| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                s.notify_raw("channels/publish", publish_text(&i.to_string()))
+                    .await
+            })
+        })
+        .collect();
+    // The narrowing starts once the burst is on the wire (the rest wait for room).
+    let first = raw.recv().await;
+    assert_eq!(first["method"], "channels/publish", "{first}");
+    let n = s.clone();
+    let narrow = tokio::spawn(async move { n.set_policy(vec!["channels.register".into()]).await });
+    let mut seen = std::collections::HashSet::new();
+    seen.insert(first["params"]["content"][0]["text"].to_string());
+    loop {
+        let line = raw.recv().await;
+        match line["method"].as_str() {
+            Some("featureSets/update") => {
+                raw.send_json(json!({"jsonrpc": "2.0", "id": line["id"],
+                                     "result": {"accepted": true}}))
+                    .await;
+                break;
+            }
+            Some("channels/publish") => {
+                let text = line["params"]["content"][0]["text"].to_string();
+                assert!(seen.insert(text), "a publish written twice: {line}");
+            }
+            _ => panic!("unexpected line {line}"),
+        }
+    }
+    narrow.await.unwrap().unwrap();
+    let mut refused = 0;
+    for b in burst {
+        match b.await.unwrap() {
+            Ok(()) => {}
+            Err(HostError::NotGranted(Capability::ChannelsPublish)) => refused += 1,
+            Err(e) => panic!("unexpected refusal {e}"),
+        }
+    }
+    let s2 = s.clone();
+    let ping = tokio::spawn(async move { s2.request_raw("ping", json!({})).await });
+    let line = raw.recv().await;
+    assert_eq!(
+        line["method"], "ping",
+        "nothing of the burst follows the reduction Request (§6.7): {line}"
+    );
+    raw.send_json(json!({"jsonrpc": "2.0", "id": line["id"], "result": {}}))
+        .await;
+    ping.await.unwrap().unwrap();
+    assert_eq!(
+        seen.len() + refused,
+        BURST,
+        "every publish reached the wire once or was refused ({} sent, {refused} refused)",
+        seen.len()
+    );
+}
+
+/// A request waiting for room in a queue the server never drains (it stopped reading) is
+/// given up within the request timeout, as one waiting for its answer is (the writer may
+/// have taken the queued frames into its own buffer, making room for it: then it went out
+/// and is cancelled on the wire when given up); the session's other calls go on once the
+/// server reads again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_waiting_for_room_the_server_never_makes_times_out() {
+    let config = PeerConfig {
+        outgoing_capacity: 1,
+        request_timeout: Some(std::time::Duration::from_millis(300)),
+        ..PeerConfig::default()
+    };
+    let (s, mut raw) = connected_with(config, 256).await;
+    // Fill the pipe and the queue (one frame of room): the first publish is written in
+    // part, the pipe full, and its rest held by the writer; the second fills the queue.
+    let big = "x".repeat(400);
+    for _ in 0..2 {
+        s.notify_raw("channels/publish", publish_text(&big))
+            .await
+            .unwrap();
+    }
+    let waiting = s.request_raw("tools/list", json!({})).await;
+    match waiting {
+        Err(HostError::Peer(mcpl::peer::PeerError::Timeout { method, .. })) => {
+            assert_eq!(method, "tools/list")
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    // The server reads again: the fillers arrive, the given-up request never does.
+    let mut publishes = 0;
+    filler_then_ping(&s, &mut raw, &mut publishes).await;
+    assert_eq!(publishes, 2);
+}
+
+/// Reads publishes until a ping the session sends after them, answering it; the given-up
+/// request may be on the wire only with its cancel (before or after the ping).
+async fn filler_then_ping(s: &HostSession, raw: &mut Raw, publishes: &mut usize) {
+    let s2 = s.clone();
+    let ping = tokio::spawn(async move { s2.request_raw("ping", json!({})).await });
+    let mut given_up = None;
+    loop {
+        let line = raw.recv().await;
+        match line["method"].as_str() {
+            Some("channels/publish") => *publishes += 1,
+            Some("tools/list") if given_up.is_none() => given_up = Some(line["id"].clone()),
+            Some("notifications/cancelled") if given_up.is_some() => {
+                assert_eq!(
+                    line["params"]["requestId"],
+                    given_up.take().unwrap(),
+                    "{line}"
+                );
+            }
+            Some("ping") => {
+                raw.send_json(json!({"jsonrpc": "2.0", "id": line["id"], "result": {}}))
+                    .await;
+                break;
+            }
+            _ => panic!("unexpected line {line}"),
+        }
+    }
+    ping.await.unwrap().unwrap();
+    if let Some(id) = given_up {
+        // Cancelled from a task of the peer's (`Shared::abandon`): it may follow the ping.
+        let line = raw.recv().await;
+        assert_eq!(line["method"], "notifications/cancelled", "{line}");
+        assert_eq!(line["params"]["requestId"], id, "{line}");
+    }
+}

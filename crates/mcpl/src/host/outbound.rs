@@ -4,10 +4,12 @@
 //! frames nor their answers. The gate and the frame's place on the wire are one step,
 //! taken while the snapshot is held ([`HostSession::gated_now`]): the driver publishes a
 //! narrowed state before it sends the Request that narrows (§6.7), so nothing decided under
-//! the wider grant can follow that Request. A frame the queue has no room for goes through
-//! the driver, which gates it and queues it in one step itself, and so does a call made
-//! while calls are queued for the driver (`HostSession::behind_driver`): it is carried out
-//! behind them, in the order the application made them.
+//! the wider grant can follow that Request. A frame the queue has no room for waits for
+//! room, holds it (`HostSession::room_for`), and is then gated and written as one that
+//! found room at once. A call made while calls are queued for the driver
+//! (`HostSession::behind_driver`), also after such a wait, goes through the driver, which
+//! gates it and queues it in one step itself: behind them, in the order the application
+//! made them.
 
 use super::*;
 
@@ -136,26 +138,55 @@ impl HostSession {
             let value = self.request_raw(M::NAME, v).await?;
             return Ok(crate::peer::decode_result::<M>(value)?);
         };
-        if self.behind_driver() {
-            refuse_dedicated(M::NAME)?;
-            let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
-            let value = self.request_by_driver(M::NAME, v).await?;
-            return Ok(crate::peer::decode_result::<M>(value)?);
+        let mut room = None;
+        loop {
+            // Room held is given back before the driver's path, which may wait long: held
+            // there it would keep the driver's own frames out of the queue.
+            let held = room.take();
+            if self.behind_driver() {
+                drop(held);
+                refuse_dedicated(M::NAME)?;
+                let v =
+                    serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
+                let value = Box::pin(self.request_by_driver(M::NAME, v)).await?;
+                return Ok(crate::peer::decode_result::<M>(value)?);
+            }
+            let started = self.gated_now(|snap| {
+                let started = self
+                    .gate_typed::<M>(snap, req)
+                    .and_then(|()| Ok(self.inner.peer.start_typed_now::<M>(params, held)?));
+                // A refusal (rare) is the `Value` way's own, in its order: the params' shape
+                // is judged before the grant, and a shape refused is `HostError::Encode`.
+                started.map_err(|e| self.refusal_by_value::<M>(snap, params, e))
+            })?;
+            if let Some(started) = started {
+                return Ok(started.typed::<M>().await?);
+            }
+            room = Some(Box::pin(self.room_for(M::NAME, true)).await?);
         }
-        let started = self.gated_now(|snap| {
-            let started = self
-                .gate_typed::<M>(snap, req)
-                .and_then(|()| Ok(self.inner.peer.start_typed_now::<M>(params)?));
-            // A refusal (rare) is the `Value` way's own, in its order: the params' shape is
-            // judged before the grant, and a shape refused is `HostError::Encode`.
-            started.map_err(|e| self.refusal_by_value::<M>(snap, params, e))
-        })?;
-        if let Some(started) = started {
-            return Ok(started.typed::<M>().await?);
+    }
+
+    /// Waits for room for one frame in the peer's queue (`Peer::room`), for a send that
+    /// found none: it is then gated and written straight out as one that found room at
+    /// once, never through the driver's `Value` path (issue #24: a burst of concurrent
+    /// calls past the queue's room). Room goes to waiting senders in the order they began
+    /// waiting. A request's wait is bounded by the request timeout (`PeerError::Timeout`,
+    /// id 0: nothing was sent; its own timeout starts once it is sent), a notification's is
+    /// not, as the driver's path would wait for it.
+    async fn room_for(&self, method: &str, request: bool) -> Result<crate::peer::Room, HostError> {
+        let room = self.inner.peer.room();
+        let timeout = self.inner.shared.config.request_timeout.filter(|_| request);
+        let Some(after) = timeout else {
+            return Ok(room.await?);
+        };
+        match tokio::time::timeout(after, room).await {
+            Ok(r) => Ok(r?),
+            Err(_) => Err(HostError::Peer(PeerError::Timeout {
+                method: method.to_owned(),
+                id: RequestId::from(0u64),
+                after,
+            })),
         }
-        let v = serde_json::to_value(params).map_err(|e| HostError::Encode(e.to_string()))?;
-        let value = self.request_by_driver(M::NAME, v).await?;
-        Ok(crate::peer::decode_result::<M>(value)?)
     }
 
     /// Decides a send and puts its frame on the wire in one step, while the published
@@ -223,19 +254,24 @@ impl HostSession {
     /// received: the server acted on it, so it is applied and nothing is cancelled.
     pub async fn request_raw(&self, method: &str, params: Value) -> Result<Value, HostError> {
         if session::ChannelLifecycle::is_lifecycle(method) {
-            return self.request_by_driver(method, params).await;
+            return Box::pin(self.request_by_driver(method, params)).await;
         }
         refuse_dedicated(method)?;
-        if self.behind_driver() {
-            return self.request_by_driver(method, params).await;
-        }
-        let started = self.gated_now(|snap| {
-            self.gate_in(snap, method, Some(&params), false)?;
-            Ok(self.inner.peer.start_now(method, &params)?)
-        })?;
-        match started {
-            Some(started) => Ok(started.value(method).await?),
-            None => self.request_by_driver(method, params).await,
+        let mut room = None;
+        loop {
+            let held = room.take();
+            if self.behind_driver() {
+                drop(held);
+                return Box::pin(self.request_by_driver(method, params)).await;
+            }
+            let started = self.gated_now(|snap| {
+                self.gate_in(snap, method, Some(&params), false)?;
+                Ok(self.inner.peer.start_now(method, &params, held)?)
+            })?;
+            if let Some(started) = started {
+                return Ok(started.value(method).await?);
+            }
+            room = Some(Box::pin(self.room_for(method, true)).await?);
         }
     }
 
@@ -243,15 +279,19 @@ impl HostSession {
     /// [`Self::request_raw`]), gated and put on the wire in one step as a request is.
     pub async fn notify_raw(&self, method: &str, params: Value) -> Result<(), HostError> {
         refuse_dedicated(method)?;
-        if !self.behind_driver() {
+        let mut room: Option<crate::peer::Room> = None;
+        while !self.behind_driver() {
+            let held = room.take();
             let sent = self.gated_now(|snap| {
                 self.gate_in(snap, method, Some(&params), true)?;
-                Ok(self.inner.peer.notify_now(method, &params)?)
+                Ok(self.inner.peer.notify_now(method, &params, held)?)
             })?;
             if sent {
                 return Ok(());
             }
+            room = Some(Box::pin(self.room_for(method, false)).await?);
         }
+        drop(room);
         // It waits for the driver as its write would have waited for room: unbounded, as
         // every notification (a request's wait is bounded by its timeout).
         let make = |reply| Cmd::Notify(method.to_owned(), params, reply);

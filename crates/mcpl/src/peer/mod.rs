@@ -212,14 +212,22 @@ impl Started {
             if let Some(line) = unsent {
                 // Ended before its frame took its place on the wire (failed by a batch that
                 // failed every request outstanding, a close): it is not sent, so the other
-                // side never runs a request its caller was told failed.
-                tokio::select! {
-                    biased;
-                    ended = &mut *rx => return match ended {
-                        Ok(r) => r,
-                        Err(_) => Err(shared.closed_error()),
-                    },
-                    sent = shared.send_frame(line) => sent?,
+                // side never runs a request its caller was told failed. Boxed: the wait for
+                // room is rare, and its future would size every request's (issue #24: ten
+                // thousand calls outstanding).
+                let ended = Box::pin(async {
+                    tokio::select! {
+                        biased;
+                        ended = &mut *rx => Some(match ended {
+                            Ok(r) => r,
+                            Err(_) => Err(shared.closed_error()),
+                        }),
+                        sent = shared.send_frame(line) => sent.err().map(Err),
+                    }
+                })
+                .await;
+                if let Some(r) = ended {
+                    return r;
                 }
                 *on_wire = true;
             }
@@ -270,6 +278,11 @@ impl Drop for Started {
         }
     }
 }
+
+/// Room for one frame held in the writer's queue ([`Peer::room`]); dropped unused, it goes
+/// to the next sender waiting for room.
+#[derive(Debug)]
+pub(crate) struct Room(queue::Permit<String>);
 
 /// The params member to write for `params`, checked before anything is sent or registered
 /// (JSON-RPC 2.0 §4.2): a scalar, or params nested too deep to read, are refused
@@ -480,6 +493,19 @@ impl Peer {
         timeout: RequestTimeout,
         on_id: Option<OnId<'_>>,
     ) -> Result<Started, PeerError> {
+        self.start_in(line, text, timeout, on_id, None)
+    }
+
+    /// [`Self::start`], its frame queued into the room `room` holds, if any (never
+    /// handed back then).
+    fn start_in(
+        &self,
+        line: impl FnOnce(Vec<u8>, &RequestId) -> Result<String, PeerError>,
+        text: bool,
+        timeout: RequestTimeout,
+        on_id: Option<OnId<'_>>,
+        room: Option<Room>,
+    ) -> Result<Started, PeerError> {
         let timeout = match timeout {
             RequestTimeout::Default => self.shared().config.request_timeout,
             RequestTimeout::After(d) => Some(d),
@@ -527,7 +553,7 @@ impl Peer {
         if let Some(f) = on_id {
             f(&started.id);
         }
-        started.unsent = shared.try_send_frame(line)?;
+        started.unsent = shared.try_send_frame(line, room)?;
         started.on_wire = started.unsent.is_none();
         Ok(started)
     }
@@ -536,14 +562,18 @@ impl Peer {
     /// wait: `Ok(None)`, nothing registered or sent, when the queue has no room (the
     /// caller sends it another way). For a caller that decides whether to send under a lock
     /// the frame must be queued under (`host::HostSession`'s gate, §6.7).
+    ///
+    /// With `room` ([`Self::room`]) the frame goes into the room it holds: `Ok(None)` only
+    /// without one.
     pub(crate) fn start_now(
         &self,
         method: &str,
         params: &Value,
+        room: Option<Room>,
     ) -> Result<Option<Started>, PeerError> {
         let params = params_by_ref(method, params)?;
         let line = |buf, id: &RequestId| Ok(wire::request_in(buf, id, method, params));
-        let started = self.start(line, false, RequestTimeout::Default, None)?;
+        let started = self.start_in(line, false, RequestTimeout::Default, None, room)?;
         Ok(started.sent())
     }
 
@@ -551,19 +581,38 @@ impl Peer {
     pub(crate) fn start_typed_now<M: Method>(
         &self,
         params: &M::Params,
+        room: Option<Room>,
     ) -> Result<Option<Started>, PeerError> {
         let line = |buf, id: &RequestId| typed_line::<M>(buf, id, params);
         let text = crate::protocol::result_reads_from_text::<M::Result>();
-        let started = self.start(line, text, RequestTimeout::Default, None)?;
+        let started = self.start_in(line, text, RequestTimeout::Default, None, room)?;
         Ok(started.sent())
     }
 
     /// Sends a notification now, never after a wait: `Ok(false)`, nothing sent, when the
-    /// queue has no room (as [`Self::start_now`]).
-    pub(crate) fn notify_now(&self, method: &str, params: &Value) -> Result<bool, PeerError> {
+    /// queue has no room and `room` holds none (as [`Self::start_now`]).
+    pub(crate) fn notify_now(
+        &self,
+        method: &str,
+        params: &Value,
+        room: Option<Room>,
+    ) -> Result<bool, PeerError> {
         let params = params_by_ref(method, params)?;
         let text = wire::notification(method, params);
-        Ok(self.shared().try_send_frame(text)?.is_none())
+        Ok(self.shared().try_send_frame(text, room)?.is_none())
+    }
+
+    /// Waits for room for one frame in the writer's queue and holds it (issue #24): a
+    /// sender that must decide what to send when it takes its place on the wire
+    /// ([`Self::start_now`]) and found no room waits here, behind senders already waiting,
+    /// then decides again. `Err` once the connection is closed. Cancel-safe.
+    pub(crate) async fn room(&self) -> Result<Room, PeerError> {
+        let shared = self.shared();
+        let mut closed = shared.closed.subscribe();
+        tokio::select! {
+            r = shared.out.reserve() => r.map(Room).map_err(|()| shared.closed_error()),
+            _ = until_closed(&mut closed) => Err(shared.closed_error()),
+        }
     }
 
     /// Sends a typed notification.

@@ -41,6 +41,8 @@ struct State<T> {
     /// Senders waiting for room: each item taken wakes one of them (waking them all at
     /// every take made a burst of n waiting senders cost n² wake-ups).
     waiting: usize,
+    /// Room taken ahead by [`Permit`]s not yet used or dropped, counted as items queued.
+    reserved: usize,
 }
 
 struct Chan<T> {
@@ -64,10 +66,11 @@ impl<T> Chan<T> {
         lock(&self.state)
     }
 
-    /// Whether `st` has room for one more item: fewer than `capacity`, and less than
-    /// `max_weight` queued unless it is empty.
+    /// Whether `st` has room for one more item: fewer than `capacity` (counting room held
+    /// by [`Permit`]s), and less than `max_weight` queued unless it is empty.
     fn has_room(&self, st: &State<T>) -> bool {
-        st.items.len() < self.capacity && (st.items.is_empty() || st.weight < self.max_weight)
+        st.items.len() + st.reserved < self.capacity
+            && (st.items.is_empty() && st.reserved == 0 || st.weight < self.max_weight)
     }
 
     /// Puts `item` at the back of `st`; a weighted queue counts its weight (`weigh`'s, else
@@ -158,6 +161,7 @@ fn new_chan<T>(
             senders: 1,
             rx_closed: false,
             waiting: 0,
+            reserved: 0,
         }),
         ready: AtomicWaker::new(),
         room: Notify::new(),
@@ -217,6 +221,22 @@ impl<T> Sender<T> {
         Ok(())
     }
 
+    /// Queues `item` now, ahead of senders waiting for room and past the capacity: for an
+    /// item that only reminds the receiver of work it already holds (a frame written in
+    /// part, [`super::Shared::send_now`]), which must never be refused while the room it
+    /// would take is promised to a waiting sender. `Err` once the receiver is closed or gone.
+    pub(crate) fn remind(&self, item: T) -> Result<(), T> {
+        {
+            let mut st = self.chan.state();
+            if st.rx_closed {
+                return Err(item);
+            }
+            self.chan.enqueue(&mut st, item, 0);
+        }
+        self.chan.ready.wake();
+        Ok(())
+    }
+
     /// The weight of what is queued and not yet received (0 in an unweighted queue).
     pub(crate) fn weight(&self) -> usize {
         self.chan.state().weight
@@ -259,6 +279,37 @@ impl<T> Sender<T> {
                     }
                     Err(TrySendError::Closed(back)) => return Err(back),
                     Err(TrySendError::Full(back)) => item = back,
+                }
+                st.waiting += 1;
+                Waiting(&self.chan)
+            };
+            room.await;
+            drop(waiting);
+            woken = true;
+        }
+    }
+
+    /// Waits for room for one item and holds it ([`Permit`]): for a sender that must decide
+    /// what to send (and take its place on the wire) only once it is sure to be queued
+    /// without waiting (`host::HostSession`'s gate, §5.4). Waits behind senders already
+    /// waiting, as [`Sender::send`]. `Err` once the receiver is closed or gone. Cancel-safe.
+    pub(crate) async fn reserve(&self) -> Result<Permit<T>, ()> {
+        let mut woken = false;
+        loop {
+            let room = self.chan.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            let waiting = {
+                let mut st = self.chan.state();
+                if st.rx_closed {
+                    return Err(());
+                }
+                if (st.waiting == 0 || woken) && self.chan.has_room(&st) {
+                    st.reserved += 1;
+                    return Ok(Permit {
+                        chan: self.chan.clone(),
+                        used: false,
+                    });
                 }
                 st.waiting += 1;
                 Waiting(&self.chan)
@@ -349,7 +400,9 @@ impl<T> Sender<T> {
         if st.rx_closed || st.waiting > 0 {
             return 0;
         }
-        self.chan.capacity.saturating_sub(st.items.len())
+        self.chan
+            .capacity
+            .saturating_sub(st.items.len() + st.reserved)
     }
 
     /// Whether the receiver is closed or gone.
@@ -362,6 +415,54 @@ impl<T> Sender<T> {
         WeakSender {
             chan: Arc::downgrade(&self.chan),
         }
+    }
+}
+
+/// Room for one item held in a queue ([`Sender::reserve`]), counted as an item queued until
+/// [`Permit::send`] uses it; dropped unused, the room goes to the next waiting sender. The
+/// item goes in whatever it weighs ([`capped`]): a permit is only granted while the queue
+/// is under its weight, so what is queued past it is at most one item per permit out.
+pub(crate) struct Permit<T> {
+    chan: Arc<Chan<T>>,
+    used: bool,
+}
+
+impl<T> Permit<T> {
+    /// Queues `item` in the room held; hands it back if the receiver is closed or gone.
+    pub(crate) fn send(mut self, item: T) -> Result<(), T> {
+        self.used = true;
+        {
+            let mut st = self.chan.state();
+            st.reserved = st.reserved.saturating_sub(1);
+            if st.rx_closed {
+                return Err(item);
+            }
+            self.chan.enqueue(&mut st, item, 0);
+        }
+        self.chan.ready.wake();
+        Ok(())
+    }
+}
+
+impl<T> Drop for Permit<T> {
+    fn drop(&mut self) {
+        if self.used {
+            return;
+        }
+        let pass_on = {
+            let mut st = self.chan.state();
+            st.reserved = st.reserved.saturating_sub(1);
+            st.waiting > 0
+        };
+        if pass_on {
+            self.chan.room.notify_one();
+        }
+    }
+}
+
+impl<T> fmt::Debug for Permit<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit").field("used", &self.used).finish()
     }
 }
 
@@ -613,6 +714,72 @@ mod tests {
             assert!(late.await.unwrap());
             assert_eq!(rx.recv().await, Some(2));
             assert_eq!(rx.chan.state().waiting, 0);
+        });
+    }
+
+    /// Room held by a permit counts as an item: `try_send` and a later `reserve` find the
+    /// queue full; the permit's item goes in past the barging senders; a permit dropped
+    /// unused hands its room to the sender waiting first, and a closed queue refuses both.
+    #[test]
+    fn a_permit_holds_room_for_its_item_and_dropped_unused_passes_it_on() {
+        runtime().block_on(async {
+            let (tx, mut rx) = channel::<u32>(2);
+            assert!(tx.try_send(0).is_ok());
+            let permit = tx.reserve().await.expect("room for one");
+            assert!(
+                matches!(tx.try_send(99), Err(TrySendError::Full(99))),
+                "the held room is not free"
+            );
+            assert_eq!(tx.room(), 0);
+            assert!(
+                futures_util::FutureExt::now_or_never(tx.reserve()).is_none(),
+                "a second permit waits"
+            );
+            assert!(permit.send(1).is_ok());
+            assert_eq!(rx.try_recv(), Ok(0));
+            assert_eq!(rx.try_recv(), Ok(1));
+
+            // Full again, a sender waiting, then a permit waiting behind it.
+            assert!(tx.try_send(2).is_ok());
+            assert!(tx.try_send(3).is_ok());
+            let tx2 = tx.clone();
+            let first = tokio::spawn(async move { tx2.send(4).await.is_ok() });
+            tokio::task::yield_now().await;
+            let tx3 = tx.clone();
+            let second = tokio::spawn(async move { tx3.reserve().await.map(drop).is_ok() });
+            tokio::task::yield_now().await;
+            assert_eq!(rx.chan.state().waiting, 2);
+            assert_eq!(rx.try_recv(), Ok(2));
+            assert!(
+                first.await.unwrap(),
+                "the sender waiting first got the room"
+            );
+            assert_eq!(rx.try_recv(), Ok(3));
+            // The permit taken and dropped unused: its room is free again.
+            assert!(second.await.unwrap());
+            assert_eq!(rx.chan.state().reserved, 0);
+            assert_eq!(tx.room(), 1);
+
+            let permit = tx.reserve().await.expect("room");
+            rx.close();
+            assert_eq!(permit.send(5), Err(5), "a closed queue refuses the item");
+            assert!(tx.reserve().await.is_err());
+        });
+    }
+
+    /// A permit dropped unused while a sender waits wakes that sender: the room is not lost.
+    #[test]
+    fn a_permit_dropped_unused_wakes_the_next_waiting_sender() {
+        runtime().block_on(async {
+            let (tx, mut rx) = channel::<u32>(1);
+            let permit = tx.reserve().await.expect("room for one");
+            let tx2 = tx.clone();
+            let waiting = tokio::spawn(async move { tx2.send(7).await.is_ok() });
+            tokio::task::yield_now().await;
+            assert_eq!(rx.chan.state().waiting, 1, "the permit's room is taken");
+            drop(permit);
+            assert!(waiting.await.unwrap());
+            assert_eq!(rx.recv().await, Some(7));
         });
     }
 

@@ -524,10 +524,11 @@ impl Shared {
             Ok(taken @ (TrySend::Written | TrySend::Partial)) => {
                 if taken == TrySend::Partial {
                     // The rest goes before anything else: the writer task is reminded while
-                    // the lock still keeps every other sender behind it (the queue is empty,
-                    // so there is room).
+                    // the lock still keeps every other sender behind it. Past senders waiting
+                    // for room (`queue::Sender::remind`): a reminder refused for them left
+                    // the rest unwritten until some later frame woke the writer.
                     slot.queued += 1;
-                    if self.out.try_send(String::new()).is_err() {
+                    if self.out.remind(String::new()).is_err() {
                         slot.queued -= 1;
                     }
                 }
@@ -638,13 +639,31 @@ impl Shared {
 
     /// Writes or queues `text` without waiting: `Ok(None)` when it took its place on the
     /// wire, `Ok(Some(text))` handed back, nothing taken, when the queue has no room.
-    pub(super) fn try_send_frame(&self, text: String) -> Result<Option<String>, PeerError> {
-        Ok(self.queue_now(text)?.err().map(|(text, _queued)| text))
+    /// Into the room `room` holds ([`super::Peer::room`]), if any, a frame is never handed
+    /// back (written directly instead, the room goes to the next waiting sender).
+    pub(super) fn try_send_frame(
+        &self,
+        text: String,
+        room: Option<super::Room>,
+    ) -> Result<Option<String>, PeerError> {
+        Ok(self
+            .queue_now_in(text, room)?
+            .err()
+            .map(|(text, _queued)| text))
     }
 
     /// [`Self::try_send_frame`], a frame handed back still counted as queued while its
     /// [`QueuedFrame`] lives.
     fn queue_now(&self, text: String) -> Result<Result<(), (String, QueuedFrame<'_>)>, PeerError> {
+        self.queue_now_in(text, None)
+    }
+
+    /// [`Self::queue_now`] into the room `room` holds, if any.
+    fn queue_now_in(
+        &self,
+        text: String,
+        room: Option<super::Room>,
+    ) -> Result<Result<(), (String, QueuedFrame<'_>)>, PeerError> {
         if let Some(reason) = self.close_reason() {
             return Err(PeerError::Closed(reason));
         }
@@ -655,7 +674,11 @@ impl Shared {
             shared: self,
             armed: true,
         };
-        match self.out.try_send(text) {
+        let sent = match room {
+            Some(room) => room.0.send(text).map_err(queue::TrySendError::Closed),
+            None => self.out.try_send(text),
+        };
+        match sent {
             Ok(()) => {
                 queued.armed = false;
                 Ok(Ok(()))
