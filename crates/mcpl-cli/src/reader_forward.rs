@@ -20,6 +20,10 @@ macro_rules! forward_reader_state {
             self.$inner.unfinished()
         }
 
+        fn discarding(&self) -> Option<usize> {
+            self.$inner.discarding()
+        }
+
         fn ended_mid_line(&self) -> bool {
             self.$inner.ended_mid_line()
         }

@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (47 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (48 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 47 * 6 * 512 + 4096,
+        text.len() < 48 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 47, "{doc:#}");
+    assert_eq!(checks.len(), 48, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -2234,4 +2234,232 @@ async fn a_frame_over_the_limit_is_said_where_frames_are_judged() {
             && d.contains("discarded unread"),
         "{d}"
     );
+}
+
+/// A host granting `pushEvents` (which passes `host.grant-within-advertisement`), then, in
+/// a later policy Request, `channels` too: a bare parent, which grants none of its leaves
+/// (a warning). The recorder kept the first verdict unless a fail followed, so the report
+/// said pass; a verdict is the worst of what was seen, and it now warns, naming the later
+/// Request.
+#[tokio::test]
+async fn a_later_policy_request_that_warns_is_not_dropped_after_a_pass() {
+    let report = report_path("later-policy-warns.json");
+    let (_, doc) = raw_answering_host(&report, |m| {
+        let mut out = refusing_answer(m, -32023);
+        if m["method"] == "push/event" && m["params"]["eventId"] == "u1" {
+            out.push_str(&line(&json!({ "jsonrpc": "2.0", "id": "p2",
+                "method": "featureSets/update",
+                "params": { "effectiveCapabilities": ["pushEvents", "channels"] } })));
+        }
+        Some(out)
+    })
+    .await;
+    let c = check(&doc, "host.grant-within-advertisement");
+    assert_eq!(c["status"], "warn", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(
+        d.starts_with("a later policy Request: ") && d.contains("channels"),
+        "{d}"
+    );
+}
+
+/// A host reusing an id in flight (the peer refuses the second request, told as a
+/// diagnostic), then writing forty lines that are not JSON before its `initialize`: the
+/// diagnostics stream holds 16, so the refusal was dropped before the checker read it, and
+/// `host.in-flight-ids-unique` passed on a view that had lost it. A check judged on an
+/// incomplete view now warns, saying how many diagnostics were lost.
+#[tokio::test]
+async fn a_refusal_lost_in_a_diagnostics_flood_is_not_a_silent_pass() {
+    let twin = json!([
+        { "jsonrpc": "2.0", "id": "dup", "method": "ping" },
+        { "jsonrpc": "2.0", "id": "dup", "method": "ping" }
+    ]);
+    let junk = "log line, not JSON\n".repeat(40);
+    let head = format!(
+        "{}{junk}{}{INITIALIZED}{}",
+        line(&twin),
+        initialize(json!(1)),
+        policy_request()
+    );
+    let report = report_path("in-flight-flood.json");
+    let (_, doc) = raw_scripted_host(&report, head, |m| Some(refusing_answer(m, -32002))).await;
+    let c = check(&doc, "host.in-flight-ids-unique");
+    assert_ne!(c["status"], "pass", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(
+        d.contains("diagnostic(s) of the connection were lost"),
+        "{d}"
+    );
+}
+
+/// §14.5: with `channels.register` granted, a host refusing `channels/register` whole
+/// (an error) failed `host.register-itemized`, where `host.changed-itemized` warns for the
+/// same answer to `channels/changed`. One reading: safe (nothing widened, an error object,
+/// §6.6), but no itemized answer: a warning under both.
+#[tokio::test]
+async fn a_register_refused_whole_under_its_grant_warns_as_changed_does() {
+    let head = format!(
+        "{}{INITIALIZED}{}",
+        initialize(json!(1)),
+        line(
+            &json!({ "jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+            "params": { "effectiveCapabilities": ["pushEvents", "channels.register"] } })
+        )
+    );
+    let report = report_path("register-refused-whole.json");
+    let (_, doc) = raw_scripted_host(&report, head, |m| {
+        Some(match m["method"].as_str().unwrap_or("") {
+            "channels/register" | "channels/changed" => line(&json!({ "jsonrpc": "2.0",
+                "id": m["id"], "error": { "code": -32603, "message": "not now" } })),
+            _ => refusing_answer(m, -32023),
+        })
+    })
+    .await;
+    for id in ["host.register-itemized", "host.changed-itemized"] {
+        let c = check(&doc, id);
+        assert_eq!(c["status"], "warn", "{id}: {doc:#}");
+        let d = c["detail"].as_str().unwrap_or_default();
+        assert!(d.contains("refused whole with error -32603"), "{d}");
+    }
+}
+
+/// A host that answers nothing (its `initialize` and policy aside): each paired probe's
+/// request and the ping behind it went unanswered, and `host.requests-independent` failed
+/// ("a ping … got no answer") beside the probe's own silence, one defect counted twice, as
+/// did `host.survives-junk-line` beside `host.ping-answered`. Both now say what happened
+/// (the host answered neither) and skip; the silences still fail where they are the finding.
+#[tokio::test]
+async fn a_host_answering_nothing_is_one_finding_per_silence() {
+    let report = report_path("answers-nothing.json");
+    let (code, doc) = raw_answering_host(&report, |_| None).await;
+    let c = check(&doc, "host.requests-independent");
+    assert_eq!(c["status"], "skip", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(d.contains("answered neither"), "{d}");
+    let c = check(&doc, "host.survives-junk-line");
+    assert_eq!(c["status"], "skip", "{doc:#}");
+    assert_eq!(
+        check(&doc, "host.ping-answered")["status"],
+        "fail",
+        "{doc:#}"
+    );
+    assert_eq!(code, 1, "{doc:#}");
+}
+
+/// §14.3: `channels/list` lists the channels known for this connection. A host that
+/// accepted `check:a` in `channels/register` and answers `channels/list` with `[]` (a
+/// stub) was never seen: the checker listed only before registering. It now warns under
+/// `host.channels-list-complete`; a host listing it passes. The checker's own answer to the
+/// host's `channels/list` (the same stub, `[]`) now lists what the host accepted.
+#[tokio::test]
+async fn a_channels_list_stub_after_a_registration_warns() {
+    for stub in [true, false] {
+        let head = format!(
+            "{}{INITIALIZED}{}",
+            initialize(json!(1)),
+            line(
+                &json!({ "jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+                "params": { "effectiveCapabilities": ["pushEvents", "channels.register"] } })
+            )
+        );
+        let report = report_path(&format!("channels-list-stub-{stub}.json"));
+        let (child, mut stdin, stdout) = spawn_raw(&report);
+        stdin.write_all(head.as_bytes()).await.unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let mut registered = false;
+        let mut listed_by_checker = None;
+        while let Ok(Some(l)) = lines.next_line().await {
+            let Ok(m) = serde_json::from_str::<Value>(&l) else {
+                continue;
+            };
+            if m["id"] == "host-list" {
+                listed_by_checker = Some(m["result"].clone());
+                continue;
+            }
+            if m.get("method").is_none() || m.get("id").is_none() {
+                continue;
+            }
+            let id = &m["id"];
+            let mut out = match m["method"].as_str().unwrap_or("") {
+                // The early one (before the receipt) and the one repeating an id: refused.
+                "channels/register"
+                    if registered || m["params"]["channels"][0]["id"] != "check:a" =>
+                {
+                    refusing_answer(&m, -32023)
+                }
+                "channels/register" => {
+                    registered = true;
+                    let items: Vec<Value> = m["params"]["channels"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|d| json!({ "id": d["id"], "accepted": true }))
+                        .collect();
+                    line(&json!({ "jsonrpc": "2.0", "id": id, "result": { "results": items } }))
+                }
+                "channels/list" => {
+                    let channels = if registered && !stub {
+                        json!([{ "id": "check:a", "type": "check", "direction": "bidirectional" }])
+                    } else {
+                        json!([])
+                    };
+                    line(&json!({ "jsonrpc": "2.0", "id": id, "result": { "channels": channels } }))
+                }
+                _ => refusing_answer(&m, -32023),
+            };
+            if m["method"] == "channels/changed" {
+                out.push_str(&line(
+                    &json!({ "jsonrpc": "2.0", "id": "host-list", "method": "channels/list" }),
+                ));
+            }
+            if stdin.write_all(out.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+        drop(stdin);
+        let (_, doc) = report_of(child, &report).await;
+        let c = check(&doc, "host.channels-list-complete");
+        if stub {
+            assert_eq!(c["status"], "warn", "{doc:#}");
+            let d = c["detail"].as_str().unwrap_or_default();
+            assert!(d.contains("left out check:a") && d.contains("§14.3"), "{d}");
+        } else {
+            assert_eq!(c["status"], "pass", "{doc:#}");
+        }
+        let listed = listed_by_checker.expect("the checker answered the host's channels/list");
+        let ids: Vec<&str> = listed["channels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["id"].as_str())
+            .collect();
+        assert!(ids.contains(&"check:a"), "{listed}");
+    }
+}
+
+/// A host still writing a line over the checker's 1 MiB limit when a wait ends (its end
+/// never comes): the reader discards it as it streams, holding nothing, so the report said
+/// only "no response within the timeout" and nothing of the line. Where the wait ends and
+/// where frames are judged, it is now said, with the bytes discarded so far.
+#[tokio::test]
+async fn a_line_over_the_limit_still_coming_is_said() {
+    let report = report_path("oversized-still-coming.json");
+    let (_, doc) = raw_answering_host(&report, |m| {
+        if m["method"] == "push/event" && m["params"]["eventId"] == "p1" {
+            let mut big = String::from(
+                "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"",
+            );
+            big.push_str(&"a".repeat(1536 * 1024));
+            return Some(big);
+        }
+        Some(refusing_answer(m, -32023))
+    })
+    .await;
+    let said = "is sending a line over the checker's 1048576-byte message limit";
+    let c = check(&doc, "host.push-follows-grant");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(d.contains(said), "{d}");
+    let c = check(&doc, "host.frames-valid");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(d.contains(said), "{d}");
 }

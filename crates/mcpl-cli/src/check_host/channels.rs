@@ -6,14 +6,49 @@
 
 use mcpl::capability::Capability;
 use mcpl::jsonrpc::codes;
-use mcpl::protocol::channels::{ChannelsChanged, ChannelsIncoming};
+use mcpl::protocol::channels::{ChannelsChanged, ChannelsIncoming, ChannelsList};
 use mcpl::protocol::Method;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::judge::{excerpt, itemized_defects, Meanwhile};
 use super::served::{changed_descriptors, mixed_incoming, CHANGED_IDS, MIXED_UNREGISTERED};
-use super::session::{Reply, Run};
+use super::session::{poll_once, Reply, Run};
 use crate::check::report::Status;
+
+/// The check of the `channels/list` sent once a channel is registered.
+const LIST: &str = "host.channels-list-complete";
+
+/// §14.3 (`channels/list` lists the channels known for this connection): why `result`, the
+/// host's answer, does not list `held` (a channel the host accepted in `channels/register`),
+/// as `(status, detail)`. Reading, as `mcpl check`'s `channels.list-answered` reads a
+/// server's list: no `channels` array fails (§14.3's result), a list leaving `held` out
+/// warns (no MUST names the list's content; a stub answering `[]` is the case).
+pub(super) fn list_verdict(result: &Value, held: &str) -> (Status, String) {
+    let Some(listed) = result.get("channels").and_then(Value::as_array) else {
+        let d = format!(
+            "the result {} has no channels array (§14.3)",
+            excerpt(result)
+        );
+        return (Status::Fail, d);
+    };
+    let named = listed
+        .iter()
+        .any(|c| c.get("id").and_then(Value::as_str) == Some(held));
+    let n = listed.len();
+    if named {
+        return (
+            Status::Pass,
+            format!("listed {n} channel(s), {held} among them"),
+        );
+    }
+    let d = format!(
+        "channels/list listed {n} channel(s) and left out {held}, which the host accepted in \
+         its answer to channels/register (§14.3: the list is of the channels known for this \
+         connection, so the two sides disagree on which exist): {}",
+        excerpt(result)
+    );
+    (Status::Warn, d)
+}
 
 /// The check the mixed `channels/incoming` adds to.
 const INCOMING: &str = "host.incoming-unregistered-refused";
@@ -57,6 +92,61 @@ fn second_refused(result: &Value) -> Result<bool, String> {
 }
 
 impl Run {
+    /// The `channels/register` probe repeating an id, with a `channels/list` (§14.3) sent
+    /// just before it once the host accepted `check:a` in the `channels/register` probe:
+    /// the list must name `check:a` ([`list_verdict`]). The two are outstanding together,
+    /// each within its own step, so the run's bound is unchanged (as the requests sent
+    /// before the receipt, [`super::exchange`]).
+    pub(super) async fn register_duplicate_and_list(&mut self) {
+        let held = "check:a";
+        let list = if self.channel_held && !self.closed {
+            let mut call = self.start(ChannelsList::NAME, Some(json!({})), self.bounds.step);
+            let settled = poll_once(&mut call).await;
+            Some((settled, call))
+        } else {
+            None
+        };
+        self.register_duplicate().await;
+        let Some((settled, call)) = list else {
+            if !self.closed {
+                let why = "the host accepted no channel of the checker's in the channels/register \
+                           probe: no channel the list must name";
+                self.record(LIST, Status::Skip, why);
+            }
+            return;
+        };
+        self.stage = "the channels/list sent once check:a was registered";
+        let reply = match settled {
+            Some(r) => self.reply(r),
+            None => self.settle(call).await,
+        };
+        let (status, detail) = match reply {
+            Reply::Closed => return,
+            Reply::Result(r) => list_verdict(&r, held),
+            // The inbound form may be refused (§14.3: with an error, not silence); its gate
+            // is `host.answers-follow-grant`'s.
+            Reply::Error(e) => (
+                Status::Skip,
+                format!(
+                    "channels/list refused with error {}: no list to compare",
+                    e.code
+                ),
+            ),
+            Reply::Timeout { note } => (
+                Status::Fail,
+                format!(
+                    "channels/list, sent once {held} was registered, got no response within \
+                     the timeout{note} (§6.6: must error, not silence)"
+                ),
+            ),
+            other @ (Reply::Invalid(_) | Reply::Unread(_)) => (
+                Status::Fail,
+                format!("channels/list got {}", other.describe()),
+            ),
+        };
+        self.record(LIST, status, detail);
+    }
+
     /// §14.5 (receipt-time validation, each message on its own): with `channels.incoming`
     /// granted and `check:a` registered (the `channels/register` probe accepted it), a
     /// `channels/incoming` carrying one message for `check:a` and one for a channel never
@@ -253,6 +343,18 @@ mod tests {
         let missing = json!({ "results": [ { "messageId": "mixed-1", "accepted": true } ] });
         assert!(second_refused(&missing).is_err());
         assert!(second_refused(&json!({ "accepted": true })).is_err());
+    }
+
+    /// §14.3: a list naming the held channel passes, one leaving it out (a stub's `[]`)
+    /// warns, a result without a channels array fails.
+    #[test]
+    fn s14_3_a_list_leaving_out_a_held_channel_warns() {
+        let listed = json!({ "channels": [ { "id": "check:a", "type": "check" } ] });
+        assert_eq!(list_verdict(&listed, "check:a").0, Status::Pass);
+        let (status, d) = list_verdict(&json!({ "channels": [] }), "check:a");
+        assert_eq!(status, Status::Warn);
+        assert!(d.contains("left out check:a") && d.contains("§14.3"), "{d}");
+        assert_eq!(list_verdict(&json!({}), "check:a").0, Status::Fail);
     }
 
     /// `check:a` is held only when its own result accepts it.

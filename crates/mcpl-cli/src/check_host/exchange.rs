@@ -416,8 +416,9 @@ impl Run {
 
     /// Judges the grant a policy Request carries (§5.3, §5.4, §6.7): the initial one and
     /// every later one alike, since each replaces the grant; `which` prefixes the details
-    /// (empty for the initial Request). A later verdict adds to the first only when it fails
-    /// ([`crate::check::report::Recorder::record`]).
+    /// (empty for the initial Request). Each check's verdict is the worst over every policy
+    /// Request ([`Run::record`]): a later Request that warns or fails replaces the initial
+    /// one's pass.
     pub(super) fn judge_policy_grant(&mut self, params: &Value, which: &str) {
         self.judge_grant_paths(params, which);
         self.judge_own_advertisement(params, which);

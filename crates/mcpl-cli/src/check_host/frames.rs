@@ -10,10 +10,12 @@
 //! the partial-message budget, the parsed cost, the batch size) is no proof the host broke
 //! JSON-RPC, and a response under an id the checker never sent (`id: null` included: the
 //! host's `-32700` to the checker's junk line is one) is valid JSON-RPC; neither counts
-//! here (the detail says how many frames were discarded unread for their size); nor does a request the peer refused because its id is in use by one still in
-//! flight (valid JSON-RPC, judged by `host.in-flight-ids-unique`). Diagnostics the stream
-//! dropped (its capacity is 16) are not counted either: the
-//! count is of the frames reported, a floor.
+//! here (the detail says how many frames were discarded unread for their size); nor does a
+//! request the peer refused because its id is in use by one still in flight (valid
+//! JSON-RPC, judged by `host.in-flight-ids-unique`). Diagnostics the stream dropped (it
+//! holds [`super::DIAGNOSTICS_KEPT`]) are not counted either: the count is of the frames
+//! reported, a floor, and the detail says so; a pass on such an incomplete view warns
+//! ([`Run::view_lost`]).
 
 use mcpl::peer::Diagnostic;
 
@@ -74,7 +76,7 @@ impl Run {
     pub(super) fn conclude_frames(&mut self, frames: u64) {
         let seen = &self.not_rpc.0;
         // Frames too large to read are no proof either way, but not passed over unsaid.
-        let unread = match self.not_rpc.1 {
+        let mut unread = match self.not_rpc.1 {
             0 => String::new(),
             n => format!(
                 "; {n} frame(s) over the checker's {}-byte message limit were discarded \
@@ -82,11 +84,20 @@ impl Run {
                 super::MAX_MESSAGE
             ),
         };
+        // A line over the limit still coming when the run ended: no frame yet, said all
+        // the same (§4 sets no size: the checker's bound, not judged).
+        if let Some(bytes) = self.left.discarding() {
+            unread.push_str(&format!(
+                "; when the run ended {}",
+                super::watched::describe_discarding(bytes)
+            ));
+        }
         let detail = match seen.count() {
             0 if frames == 0 && unread.is_empty() => return,
             0 => {
                 let d = format!("each of {frames} frame(s) was a JSON-RPC 2.0 message{unread}");
-                self.record(ID, Status::Pass, d);
+                let (status, d) = self.view_lost(Status::Pass, d, "a frame that is not one");
+                self.record(ID, status, d);
                 return;
             }
             n => format!(
@@ -99,6 +110,7 @@ impl Run {
                 seen.joined()
             ),
         };
-        self.record(ID, Status::Fail, detail);
+        let (status, detail) = self.view_lost(Status::Fail, detail, "");
+        self.record(ID, status, detail);
     }
 }

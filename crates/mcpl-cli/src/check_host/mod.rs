@@ -67,7 +67,7 @@ catalogue! {
     "host.ping-answered", "§6.6", "a ping gets an answer (MCP: an empty result; an error, or a result that is no object, warns), never silence";
     "host.unknown-method-errors", "§6.6", "an unknown method gets an error (-32601), not silence";
     "host.incoming-unregistered-refused", "§14.5", "channels/incoming for a channel never registered is refused";
-    "host.register-itemized", "§14.5", "channels/register is refused unless granted, and answered with one result per descriptor";
+    "host.register-itemized", "§14.5", "channels/register is refused unless granted, and answered with one result per descriptor when it is (refusing it whole then warns: safe, but no itemized answer)";
     "host.incoming-follows-grant", "§14.5", "channels/incoming is refused when channels.incoming is not granted";
     "host.hooks-after-ready", "§5.3", "context/beforeInference only after the receipt, under a granted hook leaf";
     "host.user-message-redacted", "§10.1", "userMessage is null in beforeInference unless observe is granted";
@@ -101,6 +101,7 @@ catalogue! {
     "host.unknown-fields-tolerated", "§8", "the host goes on after the checker's initialize (and tools/list) answer carries members no spec defines: it does not end the connection, answer an error under id null, or fall silent (§8: hosts MUST tolerate unknown response fields)";
     "host.advertisement-shape", "§5.2", "experimental.mcpl mirrors the server's capability shape (§5.1): a member outside the vocabulary or one that advertises nothing warns (`channels: true` is §5.1's shorthand for every leaf)";
     "host.changed-itemized", "§14.5", "a channels/changed Request adding channels is refused unless channels.register is granted (§14.1: an error, or one result per descriptor accepting none), and answered with one result per descriptor in added when it is (refusing it whole then warns: safe, but no itemized answer)";
+    "host.channels-list-complete", "§14.3", "once the host accepted a channel of the checker's in channels/register, its answer to channels/list names it (a list leaving it out, as a stub answering [] does, warns; a result without a channels array fails)";
 }
 
 /// Arguments of `mcpl check-host`.
@@ -152,6 +153,10 @@ pub const MAX_PARSED_COST: usize = MAX_MESSAGE / 4;
 /// Messages from the host waiting to be handled; past it the transport is not read.
 pub const INCOMING_QUEUE: usize = 4;
 
+/// Diagnostics of the connection held until the run reads them; past it the oldest are
+/// dropped and counted, and the checks judged from them say so ([`session::Run::view_lost`]).
+pub const DIAGNOSTICS_KEPT: usize = 16;
+
 /// The connection's limits: messages and queues as above, every request and every write
 /// bounded by the step timeout (a host that stops reading cannot stall the run: the write
 /// that times out closes the connection).
@@ -163,7 +168,7 @@ fn peer_config(step: Duration) -> PeerConfig {
         max_parsed_cost: MAX_PARSED_COST,
         incoming_capacity: INCOMING_QUEUE,
         outgoing_capacity: 16,
-        diagnostics_capacity: 16,
+        diagnostics_capacity: DIAGNOSTICS_KEPT,
         ..PeerConfig::default()
     }
 }
@@ -190,7 +195,7 @@ impl Bounds {
     /// | the policy | 1 step from the answer to `initialize` |
     /// | the push sent before the receipt | 1 step from its send (within the policy's step) |
     /// | the ping before the receipt | within the policy's step, at most half a step (and 1 s) after the early requests |
-    /// | fourteen probes | 1 step each; a paired ping starts with its request, with its own step |
+    /// | fourteen probes | 1 step each; a paired ping starts with its request, with its own step; the `channels/list` after a registration beside the probe repeating a channel id |
     /// | the inference probe | `--inference-timeout` when granted, else 1 step |
     /// | listening | `--watch` |
     ///

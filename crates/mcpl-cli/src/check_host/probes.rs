@@ -89,7 +89,7 @@ impl Run {
             removed_method,
             incoming_unregistered,
             register,
-            register_duplicate,
+            register_duplicate_and_list,
             changed_itemized,
             incoming_follows_grant,
             undeclared_use,
@@ -130,7 +130,10 @@ impl Run {
                 ),
             ),
             Reply::Closed => {}
-            other => self.record(id, Status::Fail, format!("ping got {}", other.describe())),
+            other => {
+                self.ping_silent = matches!(other, Reply::Timeout { .. });
+                self.record(id, Status::Fail, format!("ping got {}", other.describe()));
+            }
         }
     }
 
@@ -389,6 +392,8 @@ impl Run {
     }
 
     /// §14.5 per-descriptor results; §5.4 / AUDIT-001 §2.3: channels gated by the grant.
+    /// Granted, a result not one per descriptor fails and an error refusing the whole warns,
+    /// as `host.changed-itemized` reads its probe (safe, but no itemized answer).
     async fn register(&mut self) {
         self.stage = "the channels/register probe";
         let id = "host.register-itemized";
@@ -405,6 +410,9 @@ impl Run {
         match (meanwhile.expected(), reply) {
             (Some(true) | None, Reply::Result(r)) => {
                 self.channel_held = super::channels::accepts(&r, "check:a");
+                // What the checker lists when the host asks (§14.3): the descriptors the
+                // host accepted.
+                self.held_channels = super::served::accepted_descriptors(&r);
                 let defects = itemized_defects(&r, &["check:a", "check:b"]);
                 if defects.is_empty() {
                     self.record(id, Status::Pass, format!("one result per descriptor{note}"))
@@ -434,6 +442,24 @@ impl Run {
                     e.code
                 ),
             ),
+            // One reading with `host.changed-itemized` (§14.5): a whole-request error under
+            // a grant that allows the method widens nothing (the MUST is per-descriptor
+            // authorization, which an acceptance breaks) and is an error object (§6.6), yet
+            // it is no itemized answer ("the same shape applies to channels/register"): a
+            // warning, where it had failed.
+            (Some(true), Reply::Error(e)) => {
+                let what = if e.code == mcpl::jsonrpc::codes::METHOD_NOT_FOUND {
+                    "not implemented (-32601)".to_owned()
+                } else {
+                    format!("refused whole with error {}", e.code)
+                };
+                let d = format!(
+                    "channels.register granted, yet channels/register was {what}: §14.5 asks one \
+                     result per descriptor, so the server can tell which of its channels \
+                     exist{note}"
+                );
+                self.record(id, Status::Warn, d)
+            }
             (_, Reply::Closed) => {}
             (_, other) => self.record(
                 id,
@@ -447,7 +473,7 @@ impl Run {
     /// refused with an error, or answered with one result per descriptor accepting at most
     /// one ([`duplicate_defects`]). Judged when the grant allowed `channels.register` both
     /// when the probe went and when it was answered (else a refusal shows only the grant).
-    async fn register_duplicate(&mut self) {
+    pub(super) async fn register_duplicate(&mut self) {
         self.stage = "the channels/register probe repeating a channel id";
         let id = "host.register-duplicate-id";
         let granted = |run: &Run| run.ready && run.policy.allows(Capability::ChannelsRegister);
@@ -649,6 +675,7 @@ impl Run {
             "host.inference-result-shape",
         );
         let params = inference_request();
+        self.inference_probed = true;
         let sent = self.host_rule(InferenceRequest::NAME, &params) == Ok(true);
         let bound = if sent {
             self.bounds.infer
@@ -767,6 +794,14 @@ impl Run {
                     Status::Fail,
                     format!("after a line that is not JSON, {how}"),
                 );
+            }
+            // The ping probe's ping went unanswered too: the same silence, judged there
+            // (one defect, one finding), not a sign of what the junk line did.
+            Reply::Timeout { .. } if self.ping_silent => {
+                let why = "the ping after the line that is not JSON got no answer, nor had the \
+                           ping probe's (host.ping-answered): the host answers no ping, so \
+                           what the line did cannot be told";
+                self.record(id, Status::Skip, why);
             }
             Reply::Timeout { note } => {
                 let d = format!(

@@ -7,7 +7,9 @@
 //! - `host.in-flight-ids-unique`: a request under the id of one of the host's requests the
 //!   checker has not answered yet ([`crate::check::ids::InFlightIds`]). The checker's peer
 //!   refuses it (`-32600`, the library's rule) and says so as a diagnostic, so it is counted
-//!   from there ([`Run::id_in_use`]); a fail.
+//!   from there ([`Run::id_in_use`]); a fail. The diagnostics stream is bounded: when it
+//!   dropped some, a pass warns, as a refusal may have been among them ([`Run::view_lost`]).
+//!   Reading: an incomplete view cannot confirm the rule held.
 //! - `host.initialized-sent`: MCP's lifecycle has the client send
 //!   `notifications/initialized` after a successful `initialize` (a MUST). Reading: judged
 //!   whenever the host sent `initialize` (the checker answers it with a result), on whether
@@ -88,7 +90,10 @@ impl Run {
         if let Some((status, d)) = self.seen.request_ids.verdict("host") {
             self.record("host.request-ids-unique", status, d);
         }
+        // Counted from the peer's refusals, told as diagnostics: a bounded stream.
         if let Some((status, d)) = self.seen.in_flight.verdict("host") {
+            let what = "a request refused for an id in flight";
+            let (status, d) = self.view_lost(status, d, what);
             self.record("host.in-flight-ids-unique", status, d);
         }
         match (self.seen.initialize, self.seen.initialized) {

@@ -153,6 +153,23 @@ pub(super) fn descriptors() -> Value {
     ] })
 }
 
+/// The descriptors of [`descriptors`] that `result`, the host's answer to them, accepts
+/// (§14.5: `accepted: true` in the result under their id).
+pub(super) fn accepted_descriptors(result: &Value) -> Vec<Value> {
+    let sent = descriptors();
+    sent.get("channels")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|d| {
+            d.get("id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| super::channels::accepts(result, id))
+        })
+        .cloned()
+        .collect()
+}
+
 /// `channels/register` params sent before the policy receipt (§5.3): one descriptor whose id
 /// no other probe uses, so a host that wrongly accepts it changes no later verdict.
 pub(super) fn early_descriptor() -> Value {

@@ -73,6 +73,10 @@ pub(super) struct Run {
     /// What they told of frames discarded since [`Run::discarded`] last said so: over the
     /// size limit, not valid JSON-RPC, lost uncounted.
     discards: (u64, u64, u64),
+    /// Diagnostics the connection's bounded stream dropped before the run read them, over
+    /// the whole run ([`Diagnostic::Dropped`]): a check judged from diagnostics had an
+    /// incomplete view when this is not 0 ([`Run::view_lost`]).
+    pub(super) diagnostics_lost: u64,
     /// Responses to the checker's requests that were not valid JSON-RPC, or too costly for
     /// it to read, by id, newest last (at most [`INVALID_KEPT`]): the peer reports them as
     /// diagnostics only when the request was sent with `send_request`.
@@ -85,6 +89,10 @@ pub(super) struct Run {
     /// (`host.responses-once`).
     twice: (u64, Vec<String>),
     rec: Recorder,
+    /// Warnings recorded after a pass or a skip of the same check, which the recorder (the
+    /// first verdict kept unless a fail follows) would drop: id and detail, the first per
+    /// check, applied to the report once the run ends ([`Run::record`]).
+    raised: Vec<(&'static str, String)>,
     pub(super) bounds: Bounds,
     started: Instant,
     /// The host's policy as this server holds it: the library's own server-side state
@@ -109,6 +117,21 @@ pub(super) struct Run {
     /// The host accepted `check:a` in its answer to the `channels/register` probe, so a
     /// `channels/incoming` naming it is one for a registered channel ([`super::channels`]).
     pub(super) channel_held: bool,
+    /// The checker's descriptors the host accepted in that answer, listed when the host
+    /// sends `channels/list` (§14.3: the channels known for this connection; the checker
+    /// had answered `[]` whatever it had registered).
+    pub(super) held_channels: Vec<Value>,
+    /// The paired pings that settled nothing ([`Paired`]).
+    pub(super) paired: Paired,
+    /// The ping probe got no answer within its step (`host.ping-answered` failed so), so
+    /// a later ping unanswered shows the same silence ([`super::probes`]).
+    pub(super) ping_silent: bool,
+    /// The host has answered a request of the checker's (a result, an error, or an answer
+    /// the checker could not read): a pair it answers neither of is then a ping waiting
+    /// behind a request, not a host that answers nothing ([`Paired::silent`]).
+    pub(super) answered_any: bool,
+    /// The inference probe was sent (a skip of what it feeds names the cause only then).
+    pub(super) inference_probed: bool,
     /// The connection has ended.
     pub(super) closed: bool,
     /// The connection ended in answer to the junk line (`host.survives-junk-line` failed).
@@ -163,6 +186,16 @@ pub(super) struct Run {
     pub(super) tolerance: super::tolerance::Tolerance,
 }
 
+/// What the paired pings showed when they settled no verdict of
+/// `host.requests-independent` ([`Run::call_paired`]), for the reason the report gives.
+#[derive(Debug, Default)]
+pub(super) struct Paired {
+    /// Pairs whose request was answered before the ping behind it: nothing outstanding.
+    pub(super) in_order: u64,
+    /// The method of the first pair neither of whose requests was answered.
+    pub(super) silent: Option<String>,
+}
+
 /// At most this many characters of a request id (host-chosen) are quoted in a detail.
 const MAX_QUOTED_ID_CHARS: usize = 64;
 
@@ -172,12 +205,14 @@ impl Run {
         Run {
             diagnostics: peer.diagnostics(),
             discards: (0, 0, 0),
+            diagnostics_lost: 0,
             invalid_answers: Vec::new(),
             unmatched: (0, None),
             twice: (0, Vec::new()),
             peer,
             incoming,
             rec,
+            raised: Vec::new(),
             bounds,
             started: Instant::now(),
             // The grant's ceiling is what the checker advertises, as the library server's
@@ -193,6 +228,11 @@ impl Run {
             ready: false,
             grant_notified: false,
             channel_held: false,
+            held_channels: Vec::new(),
+            paired: Paired::default(),
+            ping_silent: false,
+            inference_probed: false,
+            answered_any: false,
             closed: false,
             died_of_junk: false,
             hooks: 0,
@@ -220,10 +260,37 @@ impl Run {
         }
     }
 
-    /// Records a verdict, its detail capped at [`DETAIL_LIMIT`] bytes.
+    /// Records a verdict, its detail capped at [`DETAIL_LIMIT`] bytes. A check's verdict is
+    /// the worst seen (fail over warn over pass), never merely the first: the recorder lets
+    /// only a fail replace an earlier verdict, so a warning after a pass (a later policy
+    /// Request whose grant warns, after the initial one passed) or after a skip is kept
+    /// here ([`Run::raised`]) and applied by [`Run::apply_raised`].
     pub(super) fn record(&mut self, id: &str, status: Status, detail: impl Into<String>) {
-        self.rec
-            .record(id, status, capped(detail.into(), DETAIL_LIMIT));
+        let detail = capped(detail.into(), DETAIL_LIMIT);
+        let below = matches!(self.rec.status(id), Some(Status::Pass | Status::Skip));
+        if status == Status::Warn && below {
+            if let Some(def) = super::HOST_CATALOGUE.iter().find(|d| d.id == id) {
+                if !self.raised.iter().any(|(i, _)| *i == def.id) {
+                    self.raised.push((def.id, detail));
+                }
+                return;
+            }
+        }
+        self.rec.record(id, status, detail);
+    }
+
+    /// The warnings [`Run::record`] kept, each replacing its check's pass or skip in
+    /// `report` (a fail recorded since stands).
+    fn apply_raised(raised: Vec<(&'static str, String)>, report: &mut Report) {
+        for (id, detail) in raised {
+            if let Some(c) = report.checks.iter_mut().find(|c| c.id == id) {
+                if matches!(c.status, Status::Pass | Status::Skip) {
+                    c.status = Status::Warn;
+                    c.detail = detail;
+                    c.follows_from = None;
+                }
+            }
+        }
     }
 
     /// Records `status` for every check in `ids` that has no verdict yet.
@@ -322,7 +389,10 @@ impl Run {
             let (oversized, other, lost) = &mut self.discards;
             match d {
                 Diagnostic::Oversized { .. } => *oversized += 1,
-                Diagnostic::Dropped { count } => *lost = lost.saturating_add(count),
+                Diagnostic::Dropped { count } => {
+                    *lost = lost.saturating_add(count);
+                    self.diagnostics_lost = self.diagnostics_lost.saturating_add(count);
+                }
                 Diagnostic::InvalidMessage {
                     id: Some(id),
                     reason,
@@ -371,6 +441,35 @@ impl Run {
                 | Diagnostic::TooCostly { .. } => *other += 1,
                 _ => {}
             }
+        }
+    }
+
+    /// A verdict judged from the connection's diagnostics, read against what the bounded
+    /// stream lost ([`Run::diagnostics_lost`]): unchanged when nothing was lost; else a pass
+    /// warns (`what`, a finding of the check's, may have been among the lost, so the pass
+    /// cannot be confirmed) and any other verdict says that its counts are a floor.
+    pub(super) fn view_lost(&self, status: Status, detail: String, what: &str) -> (Status, String) {
+        let lost = self.diagnostics_lost;
+        if lost == 0 {
+            return (status, detail);
+        }
+        let said = format!(
+            "{lost} diagnostic(s) of the connection were lost before the checker read them \
+             (its stream holds {}, the oldest dropped first)",
+            super::DIAGNOSTICS_KEPT
+        );
+        match status {
+            Status::Pass => (
+                Status::Warn,
+                format!(
+                    "{detail}; but {said}: {what} among them would not be seen, so this could \
+                     not be confirmed"
+                ),
+            ),
+            other => (
+                other,
+                format!("{detail}; {said}, so the counts are a floor"),
+            ),
         }
     }
 

@@ -42,6 +42,9 @@ pub(super) struct Left(Arc<Mutex<LeftSeen>>);
 #[derive(Debug, Default)]
 struct LeftSeen {
     held: Held,
+    /// The bytes of a line over [`super::MAX_MESSAGE`] the reader had discarded when a read
+    /// last waited, that line's end still to come ([`FrameReader::discarding`]).
+    discarding: Option<usize>,
     /// The stream ended inside a line: that line, as [`describe_unfinished`] says it (the
     /// first time only).
     ended: Tally<1>,
@@ -51,8 +54,17 @@ impl Left {
     /// `it left N bytes of a line unfinished (no newline): "…"`, or `None`.
     pub(super) fn describe(&self) -> Option<String> {
         let seen = self.0.lock().ok()?;
+        if let Some(bytes) = seen.discarding {
+            return Some(describe_discarding(bytes));
+        }
         let (len, quoted) = seen.held.as_ref()?;
         Some(describe_unfinished(*len, quoted))
+    }
+
+    /// The bytes of a line over the message limit the host was still sending when a read
+    /// last waited (its end not yet read), or `None`.
+    pub(super) fn discarding(&self) -> Option<usize> {
+        self.0.lock().ok()?.discarding
     }
 
     /// When the host's stream ended inside a line: `it left N bytes of a line unfinished
@@ -69,10 +81,11 @@ impl Left {
         }
     }
 
-    fn note(&self, line: Option<&[u8]>) {
+    fn note(&self, line: Option<&[u8]>, discarding: Option<usize>) {
         let Ok(mut seen) = self.0.lock() else {
             return;
         };
+        seen.discarding = discarding;
         let held = &mut seen.held;
         match (line, held.as_ref()) {
             (None, None) => {}
@@ -192,6 +205,17 @@ pub(super) fn watched(transport: Transport) -> (Transport, Left, Repeats, Integr
         description,
     };
     (transport, left, repeats, integral)
+}
+
+/// `it is sending a line over the checker's message limit: N bytes so far, …`: what a wait
+/// ending says of a line the reader is discarding, its end still to come (§4: the spec sets
+/// no size, so this is the checker's bound, said, not judged).
+pub(super) fn describe_discarding(bytes: usize) -> String {
+    format!(
+        "it is sending a line over the checker's {}-byte message limit, {bytes} bytes of it \
+         so far, discarded unread as they come (no newline yet)",
+        super::MAX_MESSAGE
+    )
 }
 
 /// The integer ids of the checker's requests (the newest [`IntegralIds::SENT_KEPT`]), and the
@@ -442,13 +466,15 @@ impl FrameReader for Watched {
     fn poll_next_frame(&mut self, cx: &mut Context<'_>) -> Option<Poll<io::Result<Option<Frame>>>> {
         let mut polled = self.inner.poll_next_frame(cx);
         match &mut polled {
-            Some(Poll::Pending) => self.left.note(self.inner.unfinished()),
+            Some(Poll::Pending) => self
+                .left
+                .note(self.inner.unfinished(), self.inner.discarding()),
             Some(Poll::Ready(read)) => {
-                self.left.note(None);
+                self.left.note(None, None);
                 self.read(read);
                 self.rewrite(read);
             }
-            None => self.left.note(None),
+            None => self.left.note(None, None),
         }
         polled
     }

@@ -270,6 +270,10 @@ impl FrameReader for ChildReader {
         self.lines.as_ref().and_then(FrameReader::unfinished)
     }
 
+    fn discarding(&self) -> Option<usize> {
+        self.lines.as_ref().and_then(FrameReader::discarding)
+    }
+
     fn ended_mid_line(&self) -> bool {
         self.lines.as_ref().is_some_and(FrameReader::ended_mid_line)
     }

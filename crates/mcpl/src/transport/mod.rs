@@ -99,6 +99,13 @@ pub trait FrameReader: Send {
     fn unfinished(&self) -> Option<&[u8]> {
         None
     }
+    /// How many bytes of a line over the message size bound this reader has discarded so
+    /// far while that line's end is still to come (a peer still sending it), else `None`
+    /// (no such line, or a reader whose messages arrive whole: the default). Only what the
+    /// reader holds already: no allocation, no read; a reader wrapping another forwards it.
+    fn discarding(&self) -> Option<usize> {
+        None
+    }
     /// Whether the stream ended in the middle of a line: the last frame this reader
     /// yielded before `Ok(None)` was that line, without its newline (the framing still
     /// takes it as a message). False for a reader whose messages arrive whole (the
@@ -681,6 +688,10 @@ impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
     fn unfinished(&self) -> Option<&[u8]> {
         let begun = self.discarding.is_none() && !self.refused && !self.line.is_empty();
         begun.then_some(self.line.as_slice())
+    }
+
+    fn discarding(&self) -> Option<usize> {
+        self.discarding
     }
 
     fn ended_mid_line(&self) -> bool {

@@ -72,6 +72,11 @@ impl Run {
     /// made for an answer its bounds kept it from reading is [`Reply::Unread`]
     /// ([`Reply::unread`]).
     pub(in crate::check_host) fn reply(&mut self, r: Result<Value, PeerError>) -> Reply {
+        let answered = matches!(
+            &r,
+            Ok(_) | Err(PeerError::Remote(_) | PeerError::InvalidResponse(_))
+        );
+        self.answered_any |= answered;
         if let Err(PeerError::Closed(reason)) = &r {
             self.closed_for(Some(reason.clone()));
         }
@@ -100,6 +105,7 @@ impl Run {
     ) -> Reply {
         let own = matches!(outcome, Err(PeerError::Remote(_))) && self.peer.failed_here(id);
         if let Some(reply) = self.invalid_answer(id) {
+            self.answered_any = true;
             return reply;
         }
         match outcome {
@@ -212,7 +218,10 @@ impl Run {
                 return false;
             }
             match tokio::time::timeout_at(until, self.incoming.recv_ordered()).await {
-                Ok(Some(Ordered::Response(r))) if r.id.as_ref() == Some(&ping) => return true,
+                Ok(Some(Ordered::Response(r))) if r.id.as_ref() == Some(&ping) => {
+                    self.answered_any = true;
+                    return true;
+                }
                 // A late answer to a request given up on before.
                 Ok(Some(Ordered::Response(_))) => {}
                 Ok(Some(Ordered::Message(m))) => {
@@ -305,19 +314,34 @@ impl Run {
                 }
             }
         }
-        match pong {
-            Some(Reply::Timeout { note }) => {
+        match (pong, &answer) {
+            // Neither answered, from a host that has answered no request of the checker's
+            // yet: a host that answers nothing, not one whose ping waits behind a request
+            // (one that answered others and now neither is blocked, and fails). The silence
+            // is the probe's own finding (and `host.ping-answered`'s); failing here too
+            // counted one defect twice. Said where the check is settled ([`Paired::silent`]).
+            (Some(Reply::Timeout { .. }), Some(Reply::Timeout { .. })) if !self.answered_any => {
+                self.paired.silent.get_or_insert_with(|| method.to_owned());
+            }
+            (Some(Reply::Timeout { note }), _) => {
                 let d = format!(
                     "a ping sent while {method} was outstanding got no answer within {}{note}",
                     secs(self.bounds.step)
                 );
                 self.record(REQUESTS_INDEPENDENT, Status::Fail, d);
             }
-            Some(Reply::Result(_) | Reply::Error(_) | Reply::Invalid(_) | Reply::Unread(_))
-                if ping_first =>
-            {
+            (
+                Some(Reply::Result(_) | Reply::Error(_) | Reply::Invalid(_) | Reply::Unread(_)),
+                _,
+            ) if ping_first => {
                 let d = format!("a ping was answered while {method} was still outstanding");
                 self.record(REQUESTS_INDEPENDENT, Status::Pass, d);
+            }
+            (
+                Some(Reply::Result(_) | Reply::Error(_) | Reply::Invalid(_) | Reply::Unread(_)),
+                _,
+            ) => {
+                self.paired.in_order = self.paired.in_order.saturating_add(1);
             }
             _ => {}
         }

@@ -63,10 +63,12 @@ impl Run {
         } else if self.inference_answered {
             let d = "the checker's inference/request (no stream) was answered with no chunk";
             self.record(chunks, Status::Pass, d);
-        } else {
+        } else if self.inference_probed {
             let why = "the host answered no inference/request of the checker's with a result";
             self.record_unset(&[chunks], Status::Skip, why);
         }
+        // Else the inference probe was never sent (the run ended before it): "not reached",
+        // said below, not an answer the host never gave.
         self.conclude_deliveries();
         self.conclude_lifecycles();
         // JSON-RPC 2.0 §5: one Response per call; judged on what came, however the run ended.
@@ -78,8 +80,10 @@ impl Run {
         match &self.twice {
             (0, _) if self.repeats.summary().0 == 0 => {}
             (0, _) => {
-                let d = "no request of the checker's was answered twice";
-                self.record(once, Status::Pass, d);
+                let d = "no request of the checker's was answered twice".to_owned();
+                // Told by the peer as diagnostics: a bounded stream.
+                let (status, d) = self.view_lost(Status::Pass, d, "a second answer");
+                self.record(once, status, d);
             }
             (n, kept) => {
                 let d = format!(
@@ -88,13 +92,29 @@ impl Run {
                      it said, an acceptance after a refusal, never counts): request id(s) {}",
                     kept.join(", ")
                 );
-                self.record(once, Status::Fail, d);
+                let (status, d) = self.view_lost(Status::Fail, d, "");
+                self.record(once, status, d);
             }
         }
-        if self.unfinished.is_none() && self.gone.is_none() {
-            let why = "every request was answered before the ping sent right behind it: none \
-                       was outstanding for another to wait behind";
-            self.record_unset(&[REQUESTS_INDEPENDENT], Status::Skip, why);
+        // What the pairs showed, however the run ended: a host that answered nothing is
+        // said as that, not as one answering in order nor as one blocking the ping.
+        let early = self.unfinished.is_some() || self.gone.is_some();
+        let why = match (&self.paired.silent, self.paired.in_order) {
+            (Some(method), _) => Some(format!(
+                "the host answered neither {method} nor the ping sent right behind it within \
+                 the timeout: no request was answered while another was outstanding, so \
+                 independence could not be judged (the silence is that probe's finding, not \
+                 a second one here)"
+            )),
+            (None, 0) if early => None,
+            (None, n) => Some(format!(
+                "each of {n} request(s) was answered before the ping sent right behind it{}: \
+                 none was outstanding for another to wait behind",
+                if early { ", before the run ended" } else { "" }
+            )),
+        };
+        if let Some(why) = why {
+            self.record_unset(&[REQUESTS_INDEPENDENT], Status::Skip, &why);
         }
         // RFC 8259 §4 (SHOULD), I-JSON (RFC 7493 §2.3): judged on every message that came,
         // however the run ended.
@@ -164,6 +184,7 @@ impl Run {
             (None, None) => {}
         }
         let mut report = self.rec.finish(label);
+        Run::apply_raised(self.raised, &mut report);
         report.error = self.unfinished.map(|e| capped(e, DETAIL_LIMIT));
         report
     }

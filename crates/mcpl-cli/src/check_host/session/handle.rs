@@ -125,7 +125,7 @@ impl Run {
                 Err(ErrorObject::method_not_found(other))
             }
             ManifestFetch::NAME => Ok(served::manifest()),
-            ChannelsList::NAME => Ok(json!({ "channels": [] })),
+            ChannelsList::NAME => Ok(json!({ "channels": self.held_channels })),
             Initialize::NAME => Err(ErrorObject::invalid_request("already initialized")),
             // A later policy change: applied and answered by the library server's own rule
             // (`session::answer_policy_request`); its receipt puts a policy in force (a
