@@ -2463,3 +2463,48 @@ async fn a_line_over_the_limit_still_coming_is_said() {
     let d = c["detail"].as_str().unwrap_or_default();
     assert!(d.contains(said), "{d}");
 }
+
+/// §6.7: an expansion takes effect only once the host has read its receipt ("the host
+/// sends the Request, waits for the receipt, and only then begins fan-out on newly granted
+/// hooks"). The initial policy's receipt is held behind a ping round trip so that fan-out
+/// pipelined behind it is judged as before it; a later policy Request was answered and
+/// applied at once, so a hook under a leaf it newly granted, written right behind it
+/// without awaiting the receipt, passed. It now fails `host.hooks-after-ready`; the same
+/// hook sent once the receipt is out passes.
+#[tokio::test]
+async fn a_hook_pipelined_behind_a_later_expansion_is_before_its_receipt() {
+    for pipelined in [true, false] {
+        let report = report_path(&format!("later-expansion-{pipelined}.json"));
+        let widen = line(
+            &json!({ "jsonrpc": "2.0", "id": "p2", "method": "featureSets/update",
+            "params": { "effectiveCapabilities":
+                ["pushEvents", "contextHooks.beforeInference.inject.beforeUser"] } }),
+        );
+        let hook = line(&json!({ "jsonrpc": "2.0", "id": "h1",
+            "method": "context/beforeInference",
+            "params": { "inferenceId": "i1", "conversationId": "c1", "turnIndex": 0,
+                        "userMessage": null } }));
+        let (_, doc) = raw_answering_host(&report, |m| {
+            let mut out = refusing_answer(m, -32023);
+            if m["method"] == "push/event" && m["params"]["eventId"] == "u1" {
+                out.push_str(&widen);
+                if pipelined {
+                    out.push_str(&hook);
+                }
+            }
+            if !pipelined && m["method"] == "scope/elevate" {
+                out.push_str(&hook);
+            }
+            Some(out)
+        })
+        .await;
+        let c = check(&doc, "host.hooks-after-ready");
+        let d = c["detail"].as_str().unwrap_or_default();
+        if pipelined {
+            assert_eq!(c["status"], "fail", "{doc:#}");
+            assert!(d.contains("§6.7") && d.contains("receipt"), "{d}");
+        } else {
+            assert_eq!(c["status"], "pass", "{doc:#}");
+        }
+    }
+}

@@ -76,6 +76,19 @@ impl Run {
         }
         self.deliveries.judged = self.deliveries.judged.saturating_add(1);
         match admitted {
+            // §6.7: while a later receipt is held, a message the grant before it refused
+            // came before the host could have read it (an expansion is not yet in force).
+            Ok(_)
+                if self.expanding.is_some_and(|b| {
+                    mcpl::session::admit(Receiver::Server, method, params, self.ready, &b).is_err()
+                }) =>
+            {
+                self.deliveries.outside(format!(
+                    "{name}, newly granted by a later policy Request, sent before the host \
+                     could have read its receipt (§6.7: an expansion takes effect only once \
+                     the receipt is read)"
+                ))
+            }
             Ok(_) => {}
             Err(Refusal::NotReady(d)) => self.deliveries.outside(format!(
                 "{name} before the policy receipt (§5.3; it needs {})",

@@ -22,7 +22,7 @@ use crate::check::report::Status;
 /// The longest the policy receipt waits for the ping sent ahead of it (after the early
 /// requests went out; half a step when that is shorter): under any host's own policy
 /// timeout a conforming host would set.
-const RECEIPT_HOLD_MAX: std::time::Duration = std::time::Duration::from_secs(1);
+pub(super) const RECEIPT_HOLD_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The codes that refuse an `inference/request` sent before the receipt (§5.3): not granted
 /// (`-32002`, `-32001`, §6.6, App. A), an unknown feature set (`-32003`, §6.6: a host that

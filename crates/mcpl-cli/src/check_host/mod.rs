@@ -197,9 +197,10 @@ impl Bounds {
     /// | the ping before the receipt | within the policy's step, at most half a step (and 1 s) after the early requests |
     /// | fourteen probes | 1 step each; a paired ping starts with its request, with its own step; the `channels/list` after a registration beside the probe repeating a channel id |
     /// | the inference probe | `--inference-timeout` when granted, else 1 step |
+    /// | later policy receipts, each behind a ping round trip (§6.7) | half a step (and 1 s) in all |
     /// | listening | `--watch` |
     ///
-    /// That is 17 steps, the inference (at least 1 step) and the watch. A host that keeps
+    /// That is 17 and a half steps, the inference (at least 1 step) and the watch. A host that keeps
     /// sending requests while the checker waits adds the time their answers take to write
     /// (each under the write timeout, which closes the connection when it fires), so the
     /// session is cut at 18 steps, the inference and the watch whatever the host does, the

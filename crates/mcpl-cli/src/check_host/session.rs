@@ -130,6 +130,18 @@ pub(super) struct Run {
     /// the checker could not read): a pair it answers neither of is then a ping waiting
     /// behind a request, not a host that answers nothing ([`Paired::silent`]).
     pub(super) answered_any: bool,
+    /// Responses to the checker's requests that a later receipt's hold read in wire order
+    /// while a loop awaiting them was suspended ([`Run::hold_later_receipt`]), handed to
+    /// that loop first ([`Run::ordered_until`]). Only responses to requests the peer still
+    /// awaits are delivered so (a few: a probe and its ping), others being diagnostics.
+    pub(super) stash: std::collections::VecDeque<Ordered>,
+    /// While a later policy Request's receipt is held: the grant before it. An expansion
+    /// takes effect at the host only once it has read the receipt (§6.7), so what the host
+    /// sends meanwhile is judged under this grant too ([`Run::judge_hook`]).
+    pub(super) expanding: Option<Grant>,
+    /// What is left of the time later receipts may be held, in all: half a step, at most
+    /// [`super::exchange::RECEIPT_HOLD_MAX`] (the run's bound keeps its margin).
+    pub(super) hold_left: Duration,
     /// The inference probe was sent (a skip of what it feeds names the cause only then).
     pub(super) inference_probed: bool,
     /// The connection has ended.
@@ -232,6 +244,9 @@ impl Run {
             paired: Paired::default(),
             ping_silent: false,
             inference_probed: false,
+            stash: std::collections::VecDeque::new(),
+            expanding: None,
+            hold_left: (bounds.step / 2).min(super::exchange::RECEIPT_HOLD_MAX),
             answered_any: false,
             closed: false,
             died_of_junk: false,

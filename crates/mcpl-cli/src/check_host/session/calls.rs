@@ -45,7 +45,7 @@ impl Run {
             if self.closed {
                 return Reply::Closed;
             }
-            match tokio::time::timeout_at(deadline, self.incoming.recv_ordered()).await {
+            match self.ordered_until(deadline).await {
                 Ok(Some(Ordered::Response(r))) if r.id.as_ref() == Some(&id) => {
                     return self.ordered_reply(&id, r.outcome.map_err(PeerError::Remote));
                 }
@@ -65,6 +65,18 @@ impl Run {
                 }
             }
         }
+    }
+
+    /// The next message or response in wire order before `deadline`, a response a later
+    /// receipt's hold read first ([`Run::stash`]) coming before anything new.
+    pub(in crate::check_host) async fn ordered_until(
+        &mut self,
+        deadline: Instant,
+    ) -> Result<Option<Ordered>, tokio::time::error::Elapsed> {
+        if let Some(o) = self.stash.pop_front() {
+            return Ok(Some(o));
+        }
+        tokio::time::timeout_at(deadline, self.incoming.recv_ordered()).await
     }
 
     /// The reply of a settled call, noting a closed connection, and on a timeout the
@@ -217,7 +229,7 @@ impl Run {
             if self.closed {
                 return false;
             }
-            match tokio::time::timeout_at(until, self.incoming.recv_ordered()).await {
+            match self.ordered_until(until).await {
                 Ok(Some(Ordered::Response(r))) if r.id.as_ref() == Some(&ping) => {
                     self.answered_any = true;
                     return true;
@@ -278,7 +290,7 @@ impl Run {
                 (true, false) => first_deadline,
                 _ => ping_deadline,
             };
-            match tokio::time::timeout_at(deadline, self.incoming.recv_ordered()).await {
+            match self.ordered_until(deadline).await {
                 Ok(Some(Ordered::Response(r))) => {
                     let outcome = r.outcome.map_err(PeerError::Remote);
                     if r.id.as_ref() == Some(&first_id) {

@@ -134,8 +134,14 @@ impl Run {
                 let params = req.request().params.as_ref().unwrap_or(&Value::Null);
                 // §5.4, §6.7: each Request replaces the grant, so each is judged.
                 self.judge_policy_grant(params, "a later policy Request: ");
+                let before = *self.policy.grant();
                 let answer = mcpl::session::answer_policy_request(&mut self.policy, None, params);
                 receipt = answer.response.is_ok();
+                if receipt {
+                    // §6.7: what the host sent before it could read the receipt is judged
+                    // under the grant before it too.
+                    self.hold_later_receipt(before).await;
+                }
                 answer.response
             }
             BeforeInference::NAME => {
@@ -159,8 +165,59 @@ impl Run {
         }
     }
 
+    /// §6.7 (an expansion takes effect only once the host has read its receipt; a reduction
+    /// at once): before the receipt of a later policy Request goes out, a `ping` does a
+    /// round trip, as before the initial receipt ([`Run::round_trip`]); what the host sent
+    /// before its answer was sent before it could read the receipt, and is judged under
+    /// `before`, the grant the Request replaces, as well as under the new one
+    /// ([`Run::expanding`]). Responses to the checker's requests read meanwhile are kept,
+    /// in order, for the loop awaiting them ([`Run::stash`]). Not nested (a policy Request
+    /// read during a hold is answered at once), and bounded in all by [`Run::hold_left`].
+    pub(super) async fn hold_later_receipt(&mut self, before: Grant) {
+        if self.expanding.is_some() || self.closed || self.hold_left.is_zero() {
+            return;
+        }
+        let start = Instant::now();
+        let until = start + self.hold_left;
+        let ping = match self.peer.send_request(Ping::NAME, None, |_| {}).await {
+            Ok(id) => id,
+            Err(e) => {
+                let _ = self.reply(Err(e));
+                return;
+            }
+        };
+        self.expanding = Some(before);
+        loop {
+            if self.closed {
+                break;
+            }
+            match tokio::time::timeout_at(until, self.incoming.recv_ordered()).await {
+                Ok(Some(Ordered::Response(r))) if r.id.as_ref() == Some(&ping) => {
+                    self.answered_any = true;
+                    break;
+                }
+                Ok(Some(o @ Ordered::Response(_))) => self.stash.push_back(o),
+                Ok(Some(Ordered::Message(m))) => {
+                    let m = self.arrived(m);
+                    Box::pin(self.handle(m)).await;
+                }
+                Ok(None) => {
+                    self.on_closed();
+                    break;
+                }
+                Err(_) => {
+                    self.peer.forget(&ping, "timed out");
+                    break;
+                }
+            }
+        }
+        self.expanding = None;
+        self.hold_left = self.hold_left.saturating_sub(start.elapsed());
+    }
+
     /// §5.3, §5.4 and §10.1: a hook comes only once ready and under a granted hook leaf,
-    /// and carries the user message only when observe is granted.
+    /// and carries the user message only when observe is granted; while a later receipt is
+    /// held, under the grant before it too (§6.7, [`Run::expanding`]).
     pub(super) fn judge_hook(&mut self, params: Option<&Value>) {
         self.hooks = self.hooks.saturating_add(1);
         // The library server's admission rule (readiness §5.3, the grant §5.4).
@@ -177,15 +234,34 @@ impl Run {
                 Status::Fail,
                 "context/beforeInference though no beforeInference leaf is granted (§5.4)",
             ),
-            Ok(_) => {}
+            Ok(_) => {
+                let before = self.expanding;
+                let early = before.is_some_and(|b| {
+                    mcpl::session::admit_at_server(method, params, true, self.ready, &b).is_err()
+                });
+                if early {
+                    self.record(
+                        "host.hooks-after-ready",
+                        Status::Fail,
+                        "context/beforeInference under a hook leaf a later policy Request \
+                         granted, sent before the host could have read its receipt (it came \
+                         before the answer to a ping written ahead of the receipt; §6.7: an \
+                         expansion takes effect only once the receipt is read)",
+                    );
+                }
+            }
         }
-        // The library host's redaction rule, under the grant in force (none before ready).
+        // The library host's redaction rule, under the grant in force (none before ready),
+        // and while a later receipt is held under the grant before it too.
         let in_force = if self.policy.is_ready() {
             grant
         } else {
             Grant::none()
         };
-        if mcpl::policy::unredacted_user_message(&in_force, params) {
+        let before = self.expanding;
+        let unredacted_before =
+            before.is_some_and(|b| mcpl::policy::unredacted_user_message(&b, params));
+        if unredacted_before || mcpl::policy::unredacted_user_message(&in_force, params) {
             self.record(
                 "host.user-message-redacted",
                 Status::Fail,
