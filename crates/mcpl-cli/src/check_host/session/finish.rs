@@ -110,7 +110,11 @@ impl Run {
             (None, n) => Some(format!(
                 "each of {n} request(s) was answered before the ping sent right behind it{}: \
                  none was outstanding for another to wait behind",
-                if early { ", before the run ended" } else { "" }
+                match (&self.unfinished, &self.gone) {
+                    (Some(_), _) => ", before the run ended early",
+                    (None, Some(_)) => ", before the host went away",
+                    (None, None) => "",
+                }
             )),
         };
         if let Some(why) = why {
