@@ -105,8 +105,9 @@ pub struct PeerConfig {
     /// is not delivered: it is answered at once with [`crate::jsonrpc::codes::BUSY`] (`-32000`,
     /// `data: { limit }`) and a [`Diagnostic::Busy`]. Together with the bounded queues this
     /// bounds the work and the answers one connection can hold, whether its peer floods
-    /// requests or stops reading. Requests taken over with [`IncomingRequest::into_id`] no
-    /// longer count. A [`crate::server::Server`] also runs at most this many notification
+    /// requests or stops reading. Requests taken over with [`IncomingRequest::into_id`] count
+    /// until answered by id ([`Peer::respond`]), so an application that never answers them
+    /// reaches the bound rather than piling them up. A [`crate::server::Server`] also runs at most this many notification
     /// handlers at once per connection; a notification past it is not handled and is
     /// reported (`ServerDiagnostic::NotificationDropped`).
     pub max_in_flight_requests: usize,

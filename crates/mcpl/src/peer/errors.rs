@@ -101,6 +101,16 @@ pub enum PeerError {
         /// The id the answer named.
         id: String,
     },
+    /// An answer sent by id ([`Peer::respond`], [`Peer::respond_error`]) naming no request
+    /// this side owes an answer by id: none was received under it, it was answered already,
+    /// or its [`IncomingRequest`] guard still holds it (and answers it). Only a request
+    /// taken with [`IncomingRequest::into_id`] and not yet answered is answered by id
+    /// (JSON-RPC 2.0 §5: one response per request received). Nothing was sent.
+    #[error("an answer by id to request {id} is refused: no request under that id is owed an answer by id on this connection (never received, already answered, or still held by its IncomingRequest, which answers it); answer by id only what IncomingRequest::into_id handed over, once")]
+    NotOwed {
+        /// The id the answer named.
+        id: String,
+    },
 }
 
 impl PeerError {

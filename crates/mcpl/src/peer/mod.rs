@@ -629,35 +629,41 @@ impl Peer {
         self.shared().send_frame(text).await
     }
 
-    /// Answers request `id` with a result. Prefer [`IncomingRequest::respond`], which also
-    /// disarms the request's guard; use this after [`IncomingRequest::into_id`].
-    /// Refused with [`PeerError::AnswerOwnedBySession`] on a connection a
-    /// `host::HostSession` owns, which answers its requests itself.
+    /// Answers request `id`, taken with [`IncomingRequest::into_id`], with a result (use
+    /// [`IncomingRequest::respond`] while the guard is at hand). Refused, nothing sent, with
+    /// [`PeerError::NotOwed`] for an id not so taken and still unanswered (never received,
+    /// answered already, still held by its guard), and with
+    /// [`PeerError::AnswerOwnedBySession`] on a connection a `host::HostSession` owns,
+    /// which answers its requests itself.
     pub async fn respond(&self, id: RequestId, result: Value) -> Result<(), PeerError> {
         self.public_answer(&id)?;
-        self.send_response(Some(id), Ok(result)).await
+        self.send_response(id, Ok(result)).await
     }
 
     /// Answers request `id` with an error object; refused as [`Self::respond`] is.
     pub async fn respond_error(&self, id: RequestId, error: ErrorObject) -> Result<(), PeerError> {
         self.public_answer(&id)?;
-        self.send_response(Some(id), Err(error)).await
+        self.send_response(id, Err(error)).await
     }
 
     async fn send_response(
         &self,
-        id: Option<RequestId>,
+        id: RequestId,
         outcome: Result<Value, ErrorObject>,
     ) -> Result<(), PeerError> {
         let shared = self.shared();
-        let text = wire::response_in(shared.frame_buffer(), id.as_ref(), &outcome);
-        // A request answered by id after `into_id` is in flight until this answer is
-        // queued (`serving`): it frees the id then, as a guard's answer does.
-        let held = id
-            .as_ref()
-            .and_then(|id| lock(&shared.serving).take_detached(serving::key(id)));
-        let owed = held.map(|held| Owed::holding(shared, held));
-        shared.send_answer(text, owed).await
+        // Only a request handed over by `into_id` and not yet answered is answered by id
+        // (JSON-RPC 2.0 §5: one response per request received): the lookup is in what the
+        // reader keeps of the ids in flight (`serving`), taken out here, so a second answer
+        // finds nothing. Its id stays in flight until this answer is queued, as a guard's
+        // answer frees its id then.
+        let Some(held) = lock(&shared.serving).take_detached(serving::key(&id)) else {
+            return Err(PeerError::NotOwed { id: id.to_string() });
+        };
+        let text = wire::response_in(shared.frame_buffer(), Some(&id), &outcome);
+        shared
+            .send_answer(text, Some(Owed::holding(shared, held)))
+            .await
     }
 
     /// A stream of this connection's diagnostics. The first call gets every diagnostic since
@@ -740,8 +746,11 @@ impl Peer {
 
     /// How many incoming requests are in flight: delivered and not yet answered, a batch's
     /// until its array of answers is queued (see [`PeerConfig::max_in_flight_requests`]).
+    /// Those taken with [`IncomingRequest::into_id`] count until answered by id.
     pub fn requests_in_flight(&self) -> usize {
-        self.shared().owed.load(Ordering::SeqCst)
+        let shared = self.shared();
+        let by_id = lock(&shared.serving).by_id();
+        shared.owed.load(Ordering::SeqCst).saturating_add(by_id)
     }
 
     /// How many outgoing requests await a response.

@@ -881,16 +881,24 @@ pub(super) fn accept(
     match msg {
         Message::Request(request) => {
             let limit = shared.config.max_in_flight_requests.max(1);
+            // The ids in flight, locked once for the count and the take below: the requests
+            // the application took with `into_id` and has not answered count as in flight
+            // (`Serving::by_id`), so they are bounded too.
+            let mut serving = lock(&shared.serving);
             // §6.7: the policy Request, answered by the session itself, is never busy.
             let owed = match shared.policy_past_busy.load(Ordering::Relaxed)
                 && request.method == crate::protocol::feature_sets::FeatureSetsUpdate::NAME
             {
                 true => 0,
-                false => shared.owed.load(Ordering::SeqCst),
+                false => shared
+                    .owed
+                    .load(Ordering::SeqCst)
+                    .saturating_add(serving.by_id()),
             };
             let bytes = shared.owed_bytes.load(Ordering::Relaxed);
             let byte_limit = shared.config.max_in_flight_bytes;
             if owed > 0 && owed < limit && bytes >= byte_limit {
+                drop(serving);
                 // The same, past the bytes in flight (one request is always taken).
                 shared.diagnose(Diagnostic::BusyBytes {
                     id: request.id.clone(),
@@ -905,6 +913,7 @@ pub(super) fn accept(
                 return Some(Parsed::Reply(reply.to_value()));
             }
             if owed >= limit {
+                drop(serving);
                 // Past the bound nothing is built for it: one small error, written by the
                 // reader, which waits (reads nothing more) while the writer is full.
                 shared.diagnose(Diagnostic::Busy {
@@ -921,7 +930,9 @@ pub(super) fn accept(
             // MCP base protocol: an id is not reused while its request is in flight; the
             // later one is refused, never run (`serving`): the one rule, whoever owns the
             // connection (a `HostSession`'s, a `Server`'s, a plain peer's).
-            let Some(held) = lock(&shared.serving).take(super::serving::key(&request.id)) else {
+            let held = serving.take(super::serving::key(&request.id));
+            drop(serving);
+            let Some(held) = held else {
                 let policy = refusing_policy(shared, Some(&request.method));
                 let invalid = crate::jsonrpc::InvalidMessage::id_in_use(request.id);
                 return Some(match answered_invalid(shared, invalid) {

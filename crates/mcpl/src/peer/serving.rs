@@ -29,10 +29,9 @@
 //! word, so taking a request copies nothing and allocates nothing while at most one is in
 //! flight (the plain request/response case), and an answer owed holds 16 bytes more (its
 //! key, and a word for a batch's keys); the
-//! map for more is bounded by what is in flight (`PeerConfig::max_in_flight_requests`)
-//! plus the ids the application took with `IncomingRequest::into_id` and has not answered
-//! yet (its own to bound: they are no longer counted as owed), and freed once they are
-//! answered. Two distinct ids in flight at once sharing a key (a
+//! map for more is bounded by what is in flight (`PeerConfig::max_in_flight_requests`,
+//! which counts the ids the application took with `IncomingRequest::into_id` and has not
+//! answered yet, [`Serving::by_id`]), and freed once they are answered. Two distinct ids in flight at once sharing a key (a
 //! chance of 2^-48 per pair, under a key no sender can aim at) would refuse the later one.
 
 use std::collections::HashMap;
@@ -151,6 +150,13 @@ impl Serving {
             self.detached = None;
         }
         held
+    }
+
+    /// How many requests are handed on to be answered by id and not yet answered
+    /// ([`Serving::detach`]): they count against `PeerConfig::max_in_flight_requests`, as
+    /// the owed answers do, so the application's unanswered ones are bounded too.
+    pub(super) fn by_id(&self) -> usize {
+        self.detached.as_ref().map_or(0, |d| d.len())
     }
 
     /// What `key` is held as among the others in flight, if it is there.
