@@ -165,7 +165,7 @@ pub(super) enum Parsed {
 /// itself (`Peer::take_policy_past_busy`, `server::Server`'s): one refused before it is
 /// read is told to that owner ([`Parsed::ReplyUnreadPolicy`]), since it may carry a
 /// reduction the owner must respect all the same (§6.7, F6).
-fn refusing_policy(shared: &Shared, method: Option<&str>) -> bool {
+pub(super) fn refusing_policy(shared: &Shared, method: Option<&str>) -> bool {
     shared.policy_past_busy.load(Ordering::Relaxed)
         && method == Some(crate::protocol::feature_sets::FeatureSetsUpdate::NAME)
 }

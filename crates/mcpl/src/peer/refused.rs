@@ -190,12 +190,21 @@ pub(super) fn refuse(
     }
     match then {
         Then::Answer(_) => {
+            let policy = !head.batch && head.method_name.as_deref() == Some(POLICY);
+            let mut error = broke.answer(head.batch);
+            // The policy Request (§6.7) refused unread: it may carry a reduction nobody
+            // read, so an owner that answers it itself holds nothing until the next one it
+            // reads, told in wire order (`Item::PolicyUnread`); the answer says so.
+            let owner = policy && super::reader::refusing_policy(shared, Some(POLICY));
+            if policy {
+                error = policy_not_applied(error, owner);
+            }
             let reply = Message::Response(Response {
                 id,
-                outcome: Err(broke.answer(head.batch)),
+                outcome: Err(error),
             });
             let _ = replies.send(reply.to_json());
-            None
+            owner.then_some(Parsed::PolicyUnread)
         }
         Then::Fail { trailing } => {
             if trailing {
@@ -221,4 +230,32 @@ pub(super) fn refuse(
         }
         Then::Report | Then::AnswerUnlessOurs(_) => None,
     }
+}
+
+/// The policy Request's method (§6.7).
+const POLICY: &str = crate::protocol::feature_sets::FeatureSetsUpdate::NAME;
+
+/// `error`, refusing a policy Request (§6.7) unread for a bound, made to tell the host
+/// the policy was not applied: its message says so, and its data (which names the bound,
+/// `limit` and `reason`) names the method and `applied: false`, so a host does not wait
+/// for a receipt, nor take the grant it asked for as in force. `owner`: the connection's
+/// owner answers the policy Request itself (`server::Server`), and holds nothing until it
+/// reads the next one (`ServerState::handle_policy_unread`).
+pub(super) fn policy_not_applied(mut error: ErrorObject, owner: bool) -> ErrorObject {
+    let consequence = match owner {
+        true => {
+            "; the policy (featureSets/update) was not applied: nothing is granted until \
+                 the next policy Request the server reads (§6.7)"
+        }
+        false => "; the policy (featureSets/update) was not applied",
+    };
+    error.message = format!("{}{consequence}", error.message).into();
+    let mut data = match error.data.take() {
+        Some(Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    data.insert("method".into(), Value::from(POLICY));
+    data.insert("applied".into(), Value::Bool(false));
+    error.data = Some(Value::Object(data));
+    error
 }

@@ -10,7 +10,9 @@ use crate::session::ServerDiagnostic;
 
 impl super::ServerState {
     /// A policy Request refused before it was read (an id in use by a request in flight,
-    /// `jsonrpc` not `"2.0"`; its `-32600` already written by whoever refused it) is a
+    /// `jsonrpc` not `"2.0"`, over a bound of the connection's such as
+    /// `PeerConfig::max_message_size` or `max_parsed_cost`; its error already written by
+    /// whoever refused it) is a
     /// grant of nothing, as one whose params cannot be read is, and reported
     /// (`policy_malformed`). Reading (§6.7: a reduction is respected whatever its carrier,
     /// and at once; a host revokes before it sends): the server cannot see what it asked,
@@ -27,8 +29,9 @@ impl super::ServerState {
         self.out.push_back(super::ServerOutput::Diagnostic(
             ServerDiagnostic::PolicyMalformed {
                 form: Form::Request,
-                error: "refused before it was read (-32600: its id in use, or not JSON-RPC \
-                        2.0): nothing is granted until the next policy Request (§6.7)"
+                error: "refused before it was read (its id in use, not JSON-RPC 2.0, or \
+                        over a bound of the connection's: size, parse cost, buffer budget, \
+                        nesting): nothing is granted until the next policy Request (§6.7)"
                     .into(),
             },
         ));
