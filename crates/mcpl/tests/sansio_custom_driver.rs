@@ -164,10 +164,13 @@ fn spawn_host(stream: UnixStream, rules: HostRules) -> HostDriver {
             };
             let now = Instant::now();
             match input {
-                Input::Frame(text) => match Message::parse(&text) {
-                    Ok(m) => host.handle_message(now, m),
-                    Err(e) => panic!("the server wrote no message: {e}: {text}"),
-                },
+                // The text itself, so the answers that decide authority are read whole
+                // (`HostState::handle_text`).
+                Input::Frame(text) => {
+                    if let Err(e) = host.handle_text(now, &text) {
+                        panic!("the server wrote no message: {e}: {text}");
+                    }
+                }
                 Input::Eof => {
                     // The server ended its output: a hook in flight fails open now (§10.1);
                     // nothing more can come, so this driver closes.

@@ -20,8 +20,10 @@
 //! what would be handled (the last) cannot differ. No other message is read further: the
 //! hot path (`tools/call`, `push/event`, responses) never runs the scan. The answer to a
 //! request whose answer decides authority (`answer_read_whole`: `initialize`,
-//! `mcpl/manifest`, noted by the peer when it sends one) is read whole the same way, and one
-//! naming a member twice fails that request as unreadable (the peer's `invalid response`).
+//! `mcpl/manifest`, noted by the peer when it sends one, through a session's
+//! `send_request` or a plain `Peer::request`/`request_raw` alike, and by a sans-I/O
+//! `HostState` reading the text, `HostState::handle_text`) is read whole the same way, and
+//! one naming a member twice fails that request as unreadable (`invalid response`).
 
 use std::borrow::Cow;
 use std::fmt;

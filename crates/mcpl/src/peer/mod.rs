@@ -480,7 +480,7 @@ impl Peer {
         options: RequestOptions<'_>,
     ) -> Result<Answer, PeerError> {
         let on_id = options.on_id;
-        let started = self.start(line, text, options.timeout, on_id)?;
+        let started = self.start(method, line, text, options.timeout, on_id)?;
         started.answer(method).await
     }
 
@@ -488,18 +488,20 @@ impl Peer {
     /// queued, or (`Started::unsent`) handed back when the queue has no room.
     fn start(
         &self,
+        method: &str,
         line: impl FnOnce(Vec<u8>, &RequestId) -> Result<String, PeerError>,
         text: bool,
         timeout: RequestTimeout,
         on_id: Option<OnId<'_>>,
     ) -> Result<Started, PeerError> {
-        self.start_in(line, text, timeout, on_id, None)
+        self.start_in(method, line, text, timeout, on_id, None)
     }
 
     /// [`Self::start`], its frame queued into the room `room` holds, if any (never
     /// handed back then).
     fn start_in(
         &self,
+        method: &str,
         line: impl FnOnce(Vec<u8>, &RequestId) -> Result<String, PeerError>,
         text: bool,
         timeout: RequestTimeout,
@@ -553,6 +555,9 @@ impl Peer {
         if let Some(f) = on_id {
             f(&started.id);
         }
+        // An answer deciding authority is read whole by the one rule, whichever way its
+        // request went (noted before its frame can be answered).
+        shared.note_pending_read_whole(method, &started.id);
         started.unsent = shared.try_send_frame(line, room)?;
         started.on_wire = started.unsent.is_none();
         Ok(started)
@@ -573,7 +578,7 @@ impl Peer {
     ) -> Result<Option<Started>, PeerError> {
         let params = params_by_ref(method, params)?;
         let line = |buf, id: &RequestId| Ok(wire::request_in(buf, id, method, params));
-        let started = self.start_in(line, false, RequestTimeout::Default, None, room)?;
+        let started = self.start_in(method, line, false, RequestTimeout::Default, None, room)?;
         Ok(started.sent())
     }
 
@@ -585,7 +590,7 @@ impl Peer {
     ) -> Result<Option<Started>, PeerError> {
         let line = |buf, id: &RequestId| typed_line::<M>(buf, id, params);
         let text = crate::protocol::result_reads_from_text::<M::Result>();
-        let started = self.start_in(line, text, RequestTimeout::Default, None, room)?;
+        let started = self.start_in(M::NAME, line, text, RequestTimeout::Default, None, room)?;
         Ok(started.sent())
     }
 

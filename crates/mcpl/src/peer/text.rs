@@ -149,7 +149,10 @@ pub(super) fn read_text(
     }
     if typed.answers {
         if let Some((id, result)) = crate::jsonrpc::parse_answer(trimmed) {
-            return (Read::Answer(id, result), weight);
+            // Unless it answers a request whose answer is read whole: the way below.
+            if !shared.read_whole_noted(&id) {
+                return (Read::Answer(id, result), weight);
+            }
         }
     }
     if trimmed.starts_with('{') {
@@ -374,5 +377,39 @@ fn refused(trimmed: &str, e: serde_json::Error) -> Read {
             error: e.to_string(),
         },
         Unparsed::Request(None) => Read::Top(Err(e)),
+    }
+}
+
+impl Shared {
+    /// Notes request `id` of `method`, sent through a plain request path ([`Peer::request`],
+    /// [`Peer::request_raw`] and their forms), as one whose answer is read whole
+    /// ([`Shared::read_whole`], the note `Peer::send_request` keeps for its own) when its
+    /// answer decides authority (`jsonrpc::doubled::answer_read_whole`: `initialize`,
+    /// `mcpl/manifest`), so the one scan reads it whichever way it was sent. Ids no longer
+    /// awaited are dropped from the note here, each lock taken alone, so the note never
+    /// outgrows the requests outstanding. Never on the hot path: only those two methods.
+    pub(super) fn note_pending_read_whole(&self, method: &str, id: &RequestId) {
+        if !crate::jsonrpc::doubled::answer_read_whole(method) {
+            return;
+        }
+        let noted: Vec<RequestId> = lock(&self.read_whole).iter().cloned().collect();
+        let stale: Vec<RequestId> = noted
+            .into_iter()
+            .filter(|id| {
+                !lock(&self.pending).contains_key(id) && !lock(&self.in_order).contains(id)
+            })
+            .collect();
+        let mut whole = lock(&self.read_whole);
+        for id in &stale {
+            whole.remove(id);
+        }
+        whole.insert(id.clone());
+    }
+
+    /// Whether the answer under `id` is noted to be read whole ([`Shared::read_whole`]),
+    /// leaving the note for the reading that takes it: a look only while one is noted.
+    pub(super) fn read_whole_noted(&self, id: &RequestId) -> bool {
+        let whole = lock(&self.read_whole);
+        !whole.is_empty() && whole.contains(id)
     }
 }

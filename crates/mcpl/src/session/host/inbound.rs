@@ -572,3 +572,60 @@ pub(super) fn foreign_version(manifest: &Value) -> Option<ForeignVersion> {
         _ => None,
     }
 }
+
+impl HostState {
+    /// Reads one frame's text as one message ([`Message::parse`], the peer's reading) and
+    /// handles it ([`Self::handle_message`]), reading the answer to a request whose answer
+    /// decides authority whole (the `initialize` result and a fetched manifest, §5.1,
+    /// §17.2; `jsonrpc::doubled::answer_read_whole`'s methods): one naming a member twice
+    /// anywhere in its text ([`crate::jsonrpc::repeated::first_repeated`]; I-JSON, RFC 7493
+    /// §2.3) fails its request as unreadable, a `-32603` `invalid response: …` in its
+    /// place (§5.4, fail closed: the handshake fails, a fetch is
+    /// [`HostDiagnostic::ManifestFetchFailed`] and the grant is unchanged), as the async
+    /// host fails it; the repeat is never read as its last copy. A `Message` parsed
+    /// elsewhere no longer shows a repeat, so a driver feeds frames here rather than to
+    /// `handle_message`. `Err`, nothing handled: the text is no single message (a batch is
+    /// the driver's to split; its entries' texts come here one by one).
+    pub fn handle_text(
+        &mut self,
+        now: Instant,
+        text: &str,
+    ) -> Result<(), crate::jsonrpc::ParseError> {
+        let msg = Message::parse(text)?;
+        let unreadable = match &msg {
+            Message::Response(r) if self.answer_read_whole(r.id.as_ref()) => {
+                crate::jsonrpc::repeated::first_repeated(text).map(|r| (r, msg.to_value()))
+            }
+            _ => None,
+        };
+        let Some((repeated, value)) = unreadable else {
+            self.handle_message(now, msg);
+            return Ok(());
+        };
+        let within = crate::jsonrpc::doubled::Doubled::Within(repeated);
+        if let Err(invalid) = crate::jsonrpc::doubled::from_value_read(value, Some(within)) {
+            let error = ErrorObject::internal(format!("invalid response: {}", invalid.reason));
+            self.handle_message(
+                now,
+                Message::Response(Response {
+                    id: invalid.id,
+                    outcome: Err(error),
+                }),
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether the answer under `id` answers a request of ours whose answer decides
+    /// authority ([`Self::handle_text`]): the `initialize`, a manifest fetch.
+    fn answer_read_whole(&self, id: Option<&RequestId>) -> bool {
+        let Some(RequestId::Number(n)) = id else {
+            return false;
+        };
+        let purpose = n.as_u64().and_then(|k| self.pending.get(k));
+        matches!(
+            purpose,
+            Some(Purpose::Initialize | Purpose::Fetch | Purpose::Refresh)
+        )
+    }
+}

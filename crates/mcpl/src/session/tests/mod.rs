@@ -481,6 +481,7 @@ mod host_before_initialize;
 mod host_cancel;
 mod host_fetched_version;
 mod host_label;
+mod host_repeated_answer;
 mod hostile;
 mod initialize;
 mod manifest;
