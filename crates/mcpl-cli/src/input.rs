@@ -154,91 +154,28 @@ pub fn parse_json(name: &str, text: &str) -> Result<Value, CliError> {
 }
 
 /// Parses one JSON document as `serde_json::from_str` does, refusing an object that repeats
-/// a member name ("duplicate member name \"x\" at line L column C").
+/// a member name ("duplicate member name \"x\" … at line L column C", where the repeat is).
 ///
 /// Reading: the §17.2 digest is JCS, which canonicalises I-JSON only (RFC 8785 §3.1), and
 /// I-JSON forbids duplicate names (RFC 7493 §2.3). A parser that keeps the last (or first)
 /// of them would digest, validate, diff or grant a manifest the document does not uniquely
 /// say, silently; so every tool refuses the document instead (exit 2, like input that is not
-/// JSON). Depth stays bounded by serde_json's recursion limit.
+/// JSON). The repeat is found by the library's scan
+/// ([`mcpl::jsonrpc::repeated::first_repeated_at`]), the one the library's readers and the
+/// checks run, so the tools and the library hold one rule. Depth stays bounded by
+/// serde_json's recursion limit.
 pub fn from_str_unique(text: &str) -> Result<Value, serde_json::Error> {
-    use serde::de::DeserializeSeed;
-    let mut de = serde_json::Deserializer::from_str(text);
-    let value = Unique.deserialize(&mut de)?;
-    de.end()?;
-    Ok(value)
-}
-
-/// A [`Value`] deserialised with duplicate member names refused ([`from_str_unique`]).
-struct Unique;
-
-impl<'de> serde::de::DeserializeSeed<'de> for Unique {
-    type Value = Value;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(Unique)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for Unique {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
-        // The parser yields finite numbers only; a non-finite one has no JSON spelling.
-        serde_json::Number::from_f64(v)
-            .map(Value::Number)
-            .ok_or_else(|| E::custom("number out of range"))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(Unique)? {
-            items.push(item);
+    let value: Value = serde_json::from_str(text)?;
+    match mcpl::jsonrpc::repeated::first_repeated_at(text) {
+        None => Ok(value),
+        Some((repeated, line, column)) => {
+            Err(<serde_json::Error as serde::de::Error>::custom(format!(
+                "duplicate member name {:?} (I-JSON, RFC 7493 §2.3: a manifest names each \
+                 member once, or it has no one §17.2 canonical form) at line {line} column \
+                 {column}",
+                repeated.name
+            )))
         }
-        Ok(Value::Array(items))
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut members = serde_json::Map::new();
-        while let Some(name) = map.next_key::<String>()? {
-            if members.contains_key(&name) {
-                return Err(serde::de::Error::custom(format_args!(
-                    "duplicate member name {name:?} (I-JSON, RFC 7493 §2.3: a manifest \
-                     names each member once, or it has no one §17.2 canonical form)"
-                )));
-            }
-            let value = map.next_value_seed(Unique)?;
-            members.insert(name, value);
-        }
-        Ok(Value::Object(members))
     }
 }
 
@@ -479,6 +416,26 @@ mod tests {
         assert_eq!(e.code(), "not_initialize");
         let e = manifest_of(&json!(3), Shape::Initialize).unwrap_err();
         assert_eq!(e.detail(), "expected an initialize result or params (an object with a `capabilities` object), found a JSON number");
+    }
+
+    /// The tools refuse what the library's scan finds (one rule, RFC 7493 §2.3), naming
+    /// the member and where it repeats, escapes resolved, at any depth.
+    #[test]
+    fn a_repeated_member_is_refused_by_the_librarys_scan() {
+        let nested = "{\"a\":1,\n \"b\":{\"k\":1,\"\\u006b\":2}}";
+        let e = from_str_unique(nested).unwrap_err().to_string();
+        assert!(e.starts_with("duplicate member name \"k\" (I-JSON"), "{e}");
+        assert!(e.ends_with("at line 2 column 20"), "{e}");
+        assert!(mcpl::jsonrpc::repeated::first_repeated(nested).is_some());
+        assert_eq!(
+            from_str_unique(r#"{"a":{"a":[{"a":1},{"a":2}]}}"#).unwrap(),
+            json!({"a":{"a":[{"a":1},{"a":2}]}})
+        );
+        // Not JSON: serde_json's own error, as before.
+        assert!(from_str_unique("{")
+            .unwrap_err()
+            .to_string()
+            .contains("EOF"));
     }
 
     /// Only `jsonrpc: "2.0"` marks a JSON-RPC message; another value is a manifest member.

@@ -37,7 +37,21 @@ pub struct Repeated {
 /// parse), or `None` when every object names each member once or the text does not parse.
 pub fn first_repeated(text: &str) -> Option<Repeated> {
     let mut de = serde_json::Deserializer::from_str(text);
-    Scan.deserialize(&mut de).ok()?.map(Found::reported)
+    Scan { halt: false }
+        .deserialize(&mut de)
+        .ok()?
+        .map(Found::reported)
+}
+
+/// [`first_repeated`], with where the repeat is in `text`: the line and the column (both
+/// counted from 1, as `serde_json` counts them) at the end of the repeated name, for a
+/// reader that points a person at it (`mcpl`'s offline tools). The same scan, run again to
+/// stop there, only once a repeat is found.
+pub fn first_repeated_at(text: &str) -> Option<(Repeated, usize, usize)> {
+    let found = first_repeated(text)?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let stopped = Scan { halt: true }.deserialize(&mut de).err()?;
+    Some((found, stopped.line(), stopped.column()))
 }
 
 /// [`first_repeated`] of each entry of the JSON array in `text`, by its index in the array
@@ -115,7 +129,7 @@ impl<'de> Visitor<'de> for Each {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut found = Vec::new();
         let mut index = 0usize;
-        while let Some(entry) = seq.next_element_seed(Scan)? {
+        while let Some(entry) = seq.next_element_seed(Scan { halt: false })? {
             if let Some(entry) = entry {
                 found.push((index, entry.reported()));
             }
@@ -125,14 +139,18 @@ impl<'de> Visitor<'de> for Each {
     }
 }
 
-/// Scans one value; yields the first repeat inside it, if any.
-struct Scan;
+/// Scans one value; yields the first repeat inside it, if any. `halt`: stops with an error
+/// where the repeated name is read instead, so the parser tells where that is.
+#[derive(Clone, Copy)]
+struct Scan {
+    halt: bool,
+}
 
 impl<'de> DeserializeSeed<'de> for Scan {
     type Value = Option<Found>;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(Scan)
+        d.deserialize_any(self)
     }
 }
 
@@ -169,7 +187,7 @@ impl<'de> Visitor<'de> for Scan {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut index = 0usize;
-        while let Some(found) = seq.next_element_seed(Scan)? {
+        while let Some(found) = seq.next_element_seed(self)? {
             if let Some(mut found) = found {
                 found.path.push(Step::Index(index));
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
@@ -184,6 +202,9 @@ impl<'de> Visitor<'de> for Scan {
         let mut names = HashSet::new();
         while let Some(name) = map.next_key::<String>()? {
             if names.contains(&name) {
+                if self.halt {
+                    return Err(serde::de::Error::custom("a repeated member name"));
+                }
                 map.next_value::<IgnoredAny>()?;
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                 return Ok(Some(Found {
@@ -191,7 +212,7 @@ impl<'de> Visitor<'de> for Scan {
                     path: Vec::new(),
                 }));
             }
-            if let Some(mut found) = map.next_value_seed(Scan)? {
+            if let Some(mut found) = map.next_value_seed(self)? {
                 found.path.push(Step::Member(name));
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                 return Ok(Some(found));
@@ -248,6 +269,15 @@ mod tests {
         assert_eq!(at(r#"{"a":1,"A":2}"#), None);
         assert_eq!(at("[1,2,3]"), None);
         assert_eq!(at("not json"), None);
+    }
+
+    #[test]
+    fn where_a_repeat_is_is_told_by_line_and_column() {
+        let (found, line, column) =
+            first_repeated_at("{\"a\":1,\n \"b\":{\"k\":1,\"k\":2}}").unwrap();
+        assert_eq!((found.name.as_str(), found.path.as_str()), ("k", "b"));
+        assert_eq!((line, column), (2, 15));
+        assert_eq!(first_repeated_at(r#"{"a":1}"#), None);
     }
 
     #[test]
