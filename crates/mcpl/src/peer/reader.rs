@@ -522,6 +522,24 @@ pub(super) fn take_read(
             tracing::warn!("{} messages on a line left unread", pieces.len());
             None
         }
+        Read::UnparsedBatch { ids, error } => {
+            shared.diagnose(Diagnostic::ParseError {
+                error: error.clone(),
+            });
+            let refused = crate::jsonrpc::unparsed::parse_refused(&error);
+            let answers = ids
+                .into_iter()
+                .map(|id| {
+                    Message::Response(Response {
+                        id: Some(id),
+                        outcome: Err(refused.clone()),
+                    })
+                    .to_value()
+                })
+                .collect();
+            let _ = replies.send(Value::Array(answers).to_string());
+            None
+        }
         Read::UnparsedRequest { id, error } => {
             shared.diagnose(Diagnostic::ParseError {
                 error: error.clone(),

@@ -74,6 +74,16 @@ pub(super) enum Read {
         reason: String,
         then: Box<Read>,
     },
+    /// A batch the parser refuses only for what follows it on its line (`trailing
+    /// characters`: another message with nothing between, junk, a message cut short),
+    /// whose requests (`ids`, each read whole before the error, [`batch_requests_before`])
+    /// are answered `-32700` under their ids in one array, as a single object so refused
+    /// has its request answered under the id it showed ([`Read::UnparsedRequest`], the one
+    /// rule); `error` the parser's.
+    UnparsedBatch {
+        ids: Vec<RequestId>,
+        error: String,
+    },
     /// Several complete messages on one frame's line (`jsonrpc::several_values`), each
     /// read as its own frame's text; `refused_past`: more followed past the bound, and
     /// `ours_past` the requests of ours answered there ([`ours_past_the_bound`]).
@@ -207,8 +217,19 @@ pub(super) fn read_text(
         Err(e) if trimmed.starts_with('{') => (refused(trimmed, e), weight),
         Err(e) => {
             let why = e.to_string();
+            let ids = match crate::jsonrpc::unparsed::trailing_detail(&why) {
+                true => batch_requests_before(trimmed, max_batch),
+                false => Vec::new(),
+            };
+            let then = match ids.is_empty() {
+                true => Read::Top(Err(e)),
+                false => Read::UnparsedBatch {
+                    ids,
+                    error: why.clone(),
+                },
+            };
             let reason = move || format!("the batch holding it could not be parsed: {why}");
-            let read = refused_batch(shared, trimmed, reason, Read::Top(Err(e)));
+            let read = refused_batch(shared, trimmed, reason, then);
             (read, weight)
         }
         Ok(Top::Batch(BoundedBatch::Over { count })) => {
@@ -378,6 +399,40 @@ fn refused(trimmed: &str, e: serde_json::Error) -> Read {
         },
         Unparsed::Request(None) => Read::Top(Err(e)),
     }
+}
+
+/// The ids of the requests of the batch `trimmed` begins with, which the parser refused
+/// for what follows that batch (`trailing characters`): the batch, read alone, within
+/// `max_batch` entries; each entry with a `method` and an id read without doubt (a valid
+/// id, named once, `jsonrpc::doubled`), in order, each once. Empty for anything else (no
+/// complete batch first, one over the bound): the line keeps its one `-32700` under a null
+/// id. Run only on a text the parser refused, never on a valid one.
+fn batch_requests_before(trimmed: &str, max_batch: usize) -> Vec<RequestId> {
+    let mut stream =
+        serde_json::Deserializer::from_str(trimmed).into_iter::<serde::de::IgnoredAny>();
+    if !matches!(stream.next(), Some(Ok(_))) {
+        return Vec::new();
+    }
+    let Some(batch) = trimmed.get(..stream.byte_offset()) else {
+        return Vec::new();
+    };
+    let Ok(Top::Batch(BoundedBatch::Within(entries))) = parse_batch(batch, max_batch) else {
+        return Vec::new();
+    };
+    let doubled = crate::jsonrpc::doubled::doubled_in_batch(batch, &entries, &[]);
+    let mut ids: Vec<RequestId> = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let id_in_doubt = doubled.iter().any(|(j, d)| *j == i && *d == Doubled::Id);
+        if id_in_doubt || entry.get("method").is_none() {
+            continue;
+        }
+        if let Some(id) = entry.get("id").and_then(RequestId::from_value) {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    ids
 }
 
 impl Shared {
