@@ -40,6 +40,11 @@ async fn recv(lines: &mut Lines) -> Value {
 /// Sends a wide grant, then `narrow` (a policy Request the peer refuses for a bound):
 /// the answer to it, and whether the wide grant still holds afterwards.
 async fn refused_policy(config: PeerConfig, narrow: Value) -> (Value, bool) {
+    refused_policy_line(config, &narrow.to_string()).await
+}
+
+/// [`refused_policy`] of a line written as it is.
+async fn refused_policy_line(config: PeerConfig, narrow: &str) -> (Value, bool) {
     let server = Server::builder("bounds", "1.0.0")
         .feature_set(
             "alerts",
@@ -71,7 +76,10 @@ async fn refused_policy(config: PeerConfig, narrow: Value) -> (Value, bool) {
     send(&mut write, policy).await;
     assert_eq!(recv(&mut lines).await["result"]["accepted"], true);
     assert!(session.granted(Capability::PushEvents));
-    send(&mut write, narrow).await;
+    write
+        .write_all(format!("{narrow}\n").as_bytes())
+        .await
+        .unwrap();
     let answer = recv(&mut lines).await;
     send(
         &mut write,
@@ -132,4 +140,30 @@ async fn s6_7_a_policy_request_over_the_parse_cost_grants_nothing_and_says_so() 
         !wide,
         "the grant before an unread narrowing still holds: {answer}"
     );
+}
+
+/// §6.7, §6.4: a narrowing policy Request the parser refuses for what follows it on its
+/// line (junk after it, alone or as a batch's entry) is answered `-32700` under its id
+/// (the parse-error rule) saying the policy was not applied, and the wide grant before it
+/// no longer holds. Before, the `-32700` went out and the server's state was never told.
+#[tokio::test]
+async fn s6_7_a_policy_request_refused_by_the_parser_grants_nothing_and_says_so() {
+    let narrow = r#"{"jsonrpc":"2.0","id":"narrow","method":"featureSets/update","params":{"effectiveCapabilities":["tools"]}}"#;
+    for line in [format!("{narrow} x"), format!("[{narrow}] x")] {
+        let (answer, wide) = refused_policy_line(PeerConfig::default(), &line).await;
+        let answer = match answer {
+            Value::Array(mut a) if a.len() == 1 => a.remove(0),
+            other => other,
+        };
+        assert_eq!(answer["id"], "narrow", "{line}: {answer}");
+        assert_eq!(answer["error"]["code"], -32700, "{line}: {answer}");
+        assert_eq!(
+            answer["error"]["data"]["applied"], false,
+            "{line}: {answer}"
+        );
+        assert!(
+            !wide,
+            "{line}: the grant before an unread narrowing still holds"
+        );
+    }
 }

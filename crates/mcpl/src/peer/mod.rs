@@ -135,6 +135,7 @@ mod serving;
 mod settle;
 mod shared;
 mod text;
+mod unparsed;
 mod wire;
 mod writer;
 

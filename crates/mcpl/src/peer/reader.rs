@@ -523,33 +523,10 @@ pub(super) fn take_read(
             None
         }
         Read::UnparsedBatch { ids, error } => {
-            shared.diagnose(Diagnostic::ParseError {
-                error: error.clone(),
-            });
-            let refused = crate::jsonrpc::unparsed::parse_refused(&error);
-            let answers = ids
-                .into_iter()
-                .map(|id| {
-                    Message::Response(Response {
-                        id: Some(id),
-                        outcome: Err(refused.clone()),
-                    })
-                    .to_value()
-                })
-                .collect();
-            let _ = replies.send(Value::Array(answers).to_string());
-            None
+            super::unparsed::answer_batch(shared, ids, &error, replies)
         }
-        Read::UnparsedRequest { id, error } => {
-            shared.diagnose(Diagnostic::ParseError {
-                error: error.clone(),
-            });
-            let reply = Message::Response(Response {
-                id: Some(id),
-                outcome: Err(crate::jsonrpc::unparsed::parse_refused(&error)),
-            });
-            let _ = replies.send(reply.to_json());
-            None
+        Read::UnparsedRequest { id, error, policy } => {
+            super::unparsed::answer_request(shared, id, &error, policy, replies)
         }
     };
     match deliver_now(shared, item, inbound, replies) {

@@ -60,10 +60,12 @@ pub(super) enum Read {
     /// A single object the parser refuses that shows, before the parser's error, a request
     /// whose id is not in doubt
     /// ([`crate::jsonrpc::refused_request_id`]): answered `-32700` under that id,
-    /// so its sender can tell which request failed; `error` the parser's.
+    /// so its sender can tell which request failed; `error` the parser's; `policy`: its
+    /// envelope names the policy Request (§6.7), refused unread ([`is_policy`]).
     UnparsedRequest {
         id: RequestId,
         error: String,
+        policy: bool,
     },
     /// A batch refused whole (it does not parse, holds more entries than
     /// [`PeerConfig::max_batch_entries`], or costs too much parsed) whose entries answer
@@ -79,9 +81,10 @@ pub(super) enum Read {
     /// whose requests (`ids`, each read whole before the error, [`batch_requests_before`])
     /// are answered `-32700` under their ids in one array, as a single object so refused
     /// has its request answered under the id it showed ([`Read::UnparsedRequest`], the one
-    /// rule); `error` the parser's.
+    /// rule); `error` the parser's. Each id with whether its entry is the policy Request
+    /// (§6.7), refused unread.
     UnparsedBatch {
-        ids: Vec<RequestId>,
+        ids: Vec<(RequestId, bool)>,
         error: String,
     },
     /// Several complete messages on one frame's line (`jsonrpc::several_values`), each
@@ -396,6 +399,7 @@ fn refused(trimmed: &str, e: serde_json::Error) -> Read {
         Unparsed::Request(Some(id)) => Read::UnparsedRequest {
             id,
             error: e.to_string(),
+            policy: is_policy(trimmed),
         },
         Unparsed::Request(None) => Read::Top(Err(e)),
     }
@@ -407,7 +411,7 @@ fn refused(trimmed: &str, e: serde_json::Error) -> Read {
 /// id, named once, `jsonrpc::doubled`), in order, each once. Empty for anything else (no
 /// complete batch first, one over the bound): the line keeps its one `-32700` under a null
 /// id. Run only on a text the parser refused, never on a valid one.
-fn batch_requests_before(trimmed: &str, max_batch: usize) -> Vec<RequestId> {
+fn batch_requests_before(trimmed: &str, max_batch: usize) -> Vec<(RequestId, bool)> {
     let mut stream =
         serde_json::Deserializer::from_str(trimmed).into_iter::<serde::de::IgnoredAny>();
     if !matches!(stream.next(), Some(Ok(_))) {
@@ -420,19 +424,28 @@ fn batch_requests_before(trimmed: &str, max_batch: usize) -> Vec<RequestId> {
         return Vec::new();
     };
     let doubled = crate::jsonrpc::doubled::doubled_in_batch(batch, &entries, &[]);
-    let mut ids: Vec<RequestId> = Vec::new();
+    let mut ids: Vec<(RequestId, bool)> = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
         let id_in_doubt = doubled.iter().any(|(j, d)| *j == i && *d == Doubled::Id);
-        if id_in_doubt || entry.get("method").is_none() {
+        let Some(method) = entry.get("method").filter(|_| !id_in_doubt) else {
             continue;
-        }
+        };
         if let Some(id) = entry.get("id").and_then(RequestId::from_value) {
-            if !ids.contains(&id) {
-                ids.push(id);
+            if !ids.iter().any(|(seen, _)| *seen == id) {
+                ids.push((id, method.as_str() == Some(POLICY)));
             }
         }
     }
     ids
+}
+
+/// The policy Request's method (§6.7).
+const POLICY: &str = crate::protocol::feature_sets::FeatureSetsUpdate::NAME;
+
+/// Whether the envelope of `trimmed`, an object the parser refused, names the policy
+/// Request (§6.7) as its method: read only when its text holds the name at all.
+fn is_policy(trimmed: &str) -> bool {
+    trimmed.contains(POLICY) && Head::read_str(trimmed).method_name.as_deref() == Some(POLICY)
 }
 
 impl Shared {
