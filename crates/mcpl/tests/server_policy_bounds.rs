@@ -167,3 +167,17 @@ async fn s6_7_a_policy_request_refused_by_the_parser_grants_nothing_and_says_so(
         );
     }
 }
+
+/// §6.7: one refused at the envelope (`"jsonrpc": "1.0"`; the grant is dropped, as
+/// `server_refused_policy.rs` pins) says so too: its `-32600`'s data has `applied: false`.
+#[tokio::test]
+async fn s6_7_a_policy_request_refused_at_the_envelope_says_it_was_not_applied() {
+    let narrow = json!({"jsonrpc": "1.0", "id": "narrow", "method": "featureSets/update",
+        "params": {"effectiveCapabilities": ["tools"]}});
+    let (answer, wide) = refused_policy(PeerConfig::default(), narrow).await;
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    assert_eq!(answer["error"]["data"]["applied"], false, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not applied"), "{message}");
+    assert!(!wide);
+}

@@ -808,10 +808,7 @@ pub(super) fn classify(
                 _ => false,
             };
             if answered {
-                return Some(match answered_invalid(shared, invalid) {
-                    Parsed::Reply(v) if policy => Parsed::ReplyUnreadPolicy(v),
-                    reply => reply,
-                });
+                return Some(answered_invalid(shared, invalid, policy));
             }
             let InvalidMessage { id, reason } = invalid;
             let settled = id
@@ -930,10 +927,7 @@ pub(super) fn accept(
             let Some(held) = held else {
                 let policy = refusing_policy(shared, Some(&request.method));
                 let invalid = crate::jsonrpc::InvalidMessage::id_in_use(request.id);
-                return Some(match answered_invalid(shared, invalid) {
-                    Parsed::Reply(v) if policy => Parsed::ReplyUnreadPolicy(v),
-                    reply => reply,
-                });
+                return Some(answered_invalid(shared, invalid, policy));
             };
             let weight = shared.reading.load(Ordering::Relaxed);
             Some(Parsed::Deliver(IncomingMessage::Request(IncomingRequest {
@@ -968,16 +962,25 @@ pub(super) fn accept(
 const CANCELLED: &str = crate::session::CANCELLED;
 
 /// An invalid message answered `-32600` under its id (JSON-RPC 2.0 §5), reported as
-/// answered: the reply to write.
-fn answered_invalid(shared: &Shared, invalid: InvalidMessage) -> Parsed {
+/// answered: the reply to write. `policy`: it is the policy Request on a connection whose
+/// owner answers it ([`refusing_policy`]), refused unread: the answer says it was not
+/// applied and the owner is told ([`Parsed::ReplyUnreadPolicy`], §6.7).
+fn answered_invalid(shared: &Shared, invalid: InvalidMessage, policy: bool) -> Parsed {
     shared.diagnose(Diagnostic::InvalidMessage {
         id: invalid.id.clone(),
         reason: invalid.reason.clone(),
         answered: true,
     });
+    let mut error = invalid.answer_error();
+    if policy {
+        error = super::refused::policy_not_applied(error, true);
+    }
     let reply = Message::Response(Response {
-        outcome: Err(invalid.answer_error()),
+        outcome: Err(error),
         id: invalid.id,
     });
-    Parsed::Reply(reply.to_value())
+    match policy {
+        true => Parsed::ReplyUnreadPolicy(reply.to_value()),
+        false => Parsed::Reply(reply.to_value()),
+    }
 }
