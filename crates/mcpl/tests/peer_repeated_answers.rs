@@ -126,3 +126,27 @@ async fn a_manifest_answer_naming_a_member_twice_fails_through_a_plain_peer() {
     .await;
     assert_eq!(got.expect("read")["pushEvents"], true);
 }
+
+/// The note of an answer to read whole is kept whichever way its request went: a plain
+/// `initialize` awaiting its answer while an `mcpl/manifest` is sent in order
+/// (`Peer::send_request`, a session's way) is still read by the one rule (before, noting
+/// the second dropped the first's note, and its doubled answer was read as its last copy).
+#[tokio::test(start_paused = true)]
+async fn a_note_of_one_way_survives_a_send_of_the_other() {
+    let (peer, _incoming, mut raw) = raw_peer(config());
+    let p = peer.clone();
+    let init = tokio::spawn(async move { p.request_raw("initialize", Some(init_params())).await });
+    let first = raw.recv().await;
+    assert_eq!(first["method"], "initialize", "{first}");
+    peer.send_request("mcpl/manifest", None, |_| {})
+        .await
+        .expect("sent");
+    let second = raw.recv().await;
+    assert_eq!(second["method"], "mcpl/manifest", "{second}");
+    raw.send(&init_answer(&first["id"], true)).await;
+    let got = tokio::time::timeout(GUARD, init)
+        .await
+        .expect("no outcome")
+        .expect("joined");
+    assert_unreadable(got, "mcpl");
+}

@@ -561,7 +561,7 @@ impl Peer {
         }
         // An answer deciding authority is read whole by the one rule, whichever way its
         // request went (noted before its frame can be answered).
-        shared.note_pending_read_whole(method, &started.id);
+        shared.note_read_whole(method, &started.id);
         started.unsent = shared.try_send_frame(line, room)?;
         started.on_wire = started.unsent.is_none();
         Ok(started)

@@ -359,22 +359,6 @@ impl Drop for Outbox {
 }
 
 impl Shared {
-    /// A fresh id registered for delivery in wire order ([`Peer::send_request`]), within
-    /// [`PeerConfig::max_pending_requests`].
-    /// Notes request `id` of `method`, just registered in order, as one whose answer is read
-    /// whole ([`Shared::read_whole`]) when `method` is one whose answer decides authority;
-    /// ids no longer in order (answered, forgotten, failed) are dropped from the note here,
-    /// so it never outgrows the requests in order.
-    pub(super) fn note_read_whole(&self, method: &str, id: &RequestId) {
-        if !crate::jsonrpc::doubled::answer_read_whole(method) {
-            return;
-        }
-        let in_order = lock(&self.in_order);
-        let mut whole = lock(&self.read_whole);
-        whole.retain(|id| in_order.contains(id));
-        whole.insert(id.clone());
-    }
-
     /// Whether the answer `id` names is to be read whole ([`Shared::read_whole`]), taking
     /// the note: asked once, for the response read under it.
     pub(super) fn take_read_whole(&self, id: Option<&RequestId>) -> bool {
@@ -382,6 +366,8 @@ impl Shared {
         !whole.is_empty() && id.is_some_and(|id| whole.remove(id))
     }
 
+    /// A fresh id registered for delivery in wire order ([`Peer::send_request`]), within
+    /// [`PeerConfig::max_pending_requests`].
     pub(super) fn register_in_order(&self) -> Result<RequestId, PeerError> {
         if let Some(reason) = self.close_reason() {
             return Err(PeerError::Closed(reason));

@@ -449,14 +449,16 @@ fn is_policy(trimmed: &str) -> bool {
 }
 
 impl Shared {
-    /// Notes request `id` of `method`, sent through a plain request path ([`Peer::request`],
+    /// Notes request `id` of `method`, just registered (waiting in order,
+    /// [`Peer::send_request`] and a driver's outbox, or for its answer, [`Peer::request`],
     /// [`Peer::request_raw`] and their forms), as one whose answer is read whole
-    /// ([`Shared::read_whole`], the note `Peer::send_request` keeps for its own) when its
-    /// answer decides authority (`jsonrpc::doubled::answer_read_whole`: `initialize`,
-    /// `mcpl/manifest`), so the one scan reads it whichever way it was sent. Ids no longer
-    /// awaited are dropped from the note here, each lock taken alone, so the note never
-    /// outgrows the requests outstanding. Never on the hot path: only those two methods.
-    pub(super) fn note_pending_read_whole(&self, method: &str, id: &RequestId) {
+    /// ([`Shared::read_whole`]) when its answer decides authority
+    /// (`jsonrpc::doubled::answer_read_whole`: `initialize`, `mcpl/manifest`), so the one
+    /// scan reads it whichever way it was sent. Ids no longer awaited either way are dropped
+    /// from the note here, each lock taken alone, so the note never outgrows the requests
+    /// outstanding (and a note of one way is never dropped by a send of the other). Never on
+    /// the hot path: only those two methods.
+    pub(super) fn note_read_whole(&self, method: &str, id: &RequestId) {
         if !crate::jsonrpc::doubled::answer_read_whole(method) {
             return;
         }
