@@ -306,3 +306,40 @@ async fn filler_then_ping(s: &HostSession, raw: &mut Raw, publishes: &mut usize)
         assert_eq!(line["params"]["requestId"], id, "{line}");
     }
 }
+
+/// A server that reads slowly but keeps reading is not given up on: requests waiting for
+/// room behind a burst wait as long as the writer keeps taking frames (each window of the
+/// request timeout sees it move), as the driver's path waited while the driver moved; only
+/// a writer that took nothing for the whole timeout gives the wait up (the test above).
+#[tokio::test(start_paused = true)]
+async fn requests_waiting_for_room_behind_a_slow_reader_are_not_given_up() {
+    const CALLS: usize = 20;
+    let config = PeerConfig {
+        outgoing_capacity: 1,
+        request_timeout: Some(std::time::Duration::from_millis(300)),
+        ..PeerConfig::default()
+    };
+    let (s, mut raw) = connected_with(config, 256).await;
+    let pad = "p".repeat(300);
+    let calls: Vec<_> = (0..CALLS)
+        .map(|i| {
+            let s = s.clone();
+            let params = json!({ "cursor": format!("{i}-{pad}") });
+            tokio::spawn(async move { s.request_raw("tools/list", params).await })
+        })
+        .collect();
+    for _ in 0..CALLS {
+        // One frame every 50 ms: the whole burst takes over three request timeouts.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let line = tokio::time::timeout(raw::GUARD, raw.recv())
+            .await
+            .expect("a request of the burst never reached the wire (given up while waiting)");
+        assert_eq!(line["method"], "tools/list", "{line}");
+        raw.send_json(json!({"jsonrpc": "2.0", "id": line["id"], "result": {"tools": []}}))
+            .await;
+    }
+    for c in calls {
+        let got = tokio::time::timeout(raw::GUARD, c).await.expect("ended");
+        assert_eq!(got.unwrap().expect("answered"), json!({"tools": []}));
+    }
+}

@@ -170,23 +170,13 @@ impl HostSession {
     /// found none: it is then gated and written straight out as one that found room at
     /// once, never through the driver's `Value` path (issue #24: a burst of concurrent
     /// calls past the queue's room). Room goes to waiting senders in the order they began
-    /// waiting. A request's wait is bounded by the request timeout (`PeerError::Timeout`,
-    /// id 0: nothing was sent; its own timeout starts once it is sent), a notification's is
-    /// not, as the driver's path would wait for it.
+    /// waiting. A request's wait is given up as the driver's path gave it up: once the
+    /// writer took nothing for the request timeout (`PeerError::Timeout`, id 0: nothing was
+    /// sent; its own timeout starts once it is sent); a notification's is not bounded, as
+    /// the driver's path would wait for it.
     async fn room_for(&self, method: &str, request: bool) -> Result<crate::peer::Room, HostError> {
-        let room = self.inner.peer.room();
-        let timeout = self.inner.shared.config.request_timeout.filter(|_| request);
-        let Some(after) = timeout else {
-            return Ok(room.await?);
-        };
-        match tokio::time::timeout(after, room).await {
-            Ok(r) => Ok(r?),
-            Err(_) => Err(HostError::Peer(PeerError::Timeout {
-                method: method.to_owned(),
-                id: RequestId::from(0u64),
-                after,
-            })),
-        }
+        let stalled = self.inner.shared.config.request_timeout.filter(|_| request);
+        Ok(self.inner.peer.room(method, stalled).await?)
     }
 
     /// Decides a send and puts its frame on the wire in one step, while the published

@@ -364,6 +364,7 @@ impl Peer {
                 head_tapped: false,
             }),
             inbox: AtomicUsize::new(0),
+            room_waiters: AtomicUsize::new(0),
             pending: Mutex::new(HashMap::default()),
             timed_out: Mutex::new(VecDeque::new()),
             next_id: AtomicU64::new(1),
@@ -501,8 +502,8 @@ impl Peer {
         self.start_in(method, line, text, timeout, on_id, None)
     }
 
-    /// [`Self::start`], its frame queued into the room `room` holds, if any (never
-    /// handed back then).
+    /// [`Self::start`], its frame queued into the room `room` holds, if any (handed back
+    /// then only while the queue is over its byte cap).
     fn start_in(
         &self,
         method: &str,
@@ -572,8 +573,8 @@ impl Peer {
     /// caller sends it another way). For a caller that decides whether to send under a lock
     /// the frame must be queued under (`host::HostSession`'s gate, §6.7).
     ///
-    /// With `room` ([`Self::room`]) the frame goes into the room it holds: `Ok(None)` only
-    /// without one.
+    /// With `room` ([`Self::room`]) the frame goes into the room it holds: `Ok(None)` then
+    /// only while the queue is over its byte cap (the caller waits for room again).
     pub(crate) fn start_now(
         &self,
         method: &str,
@@ -614,13 +615,54 @@ impl Peer {
     /// Waits for room for one frame in the writer's queue and holds it (issue #24): a
     /// sender that must decide what to send when it takes its place on the wire
     /// ([`Self::start_now`]) and found no room waits here, behind senders already waiting,
-    /// then decides again. `Err` once the connection is closed. Cancel-safe.
-    pub(crate) async fn room(&self) -> Result<Room, PeerError> {
+    /// then decides again; while it waits, nothing is written directly ahead of it
+    /// ([`Shared::send_now`]). `Err` once the connection is closed, or
+    /// [`PeerError::Timeout`] (for `method`, id 0: nothing was sent) once the writer took
+    /// nothing from the queue for `stalled` (a peer that stopped reading; one reading
+    /// slowly keeps the wait going). Cancel-safe.
+    pub(crate) async fn room(
+        &self,
+        method: &str,
+        stalled: Option<Duration>,
+    ) -> Result<Room, PeerError> {
+        /// Counts a sender among those waiting for room while it waits.
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
         let shared = self.shared();
+        shared.room_waiters.fetch_add(1, Ordering::Relaxed);
+        let _waiting = Waiting(&shared.room_waiters);
         let mut closed = shared.closed.subscribe();
-        tokio::select! {
-            r = shared.out.reserve() => r.map(Room).map_err(|()| shared.closed_error()),
-            _ = until_closed(&mut closed) => Err(shared.closed_error()),
+        let reserve = shared.out.reserve();
+        tokio::pin!(reserve);
+        let mut taken = shared.out.taken();
+        loop {
+            let wait = async {
+                tokio::select! {
+                    r = &mut reserve => Some(r.map(Room).map_err(|()| shared.closed_error())),
+                    _ = until_closed(&mut closed) => Some(Err(shared.closed_error())),
+                }
+            };
+            let Some(after) = stalled else {
+                return wait.await.unwrap_or_else(|| Err(shared.closed_error()));
+            };
+            if let Ok(Some(r)) = tokio::time::timeout(after, wait).await {
+                return r;
+            }
+            // Its place in line is kept (the same `reserve`): waited on again while the
+            // writer moves.
+            let now = shared.out.taken();
+            if now == taken {
+                return Err(PeerError::Timeout {
+                    method: method.to_owned(),
+                    id: RequestId::from(0u64),
+                    after,
+                });
+            }
+            taken = now;
         }
     }
 

@@ -133,7 +133,8 @@ impl Outbox {
             self.hold(Held { text, owed });
             return Ok(());
         }
-        let Some(text) = shared.send_now(text)? else {
+        let mut owed = owed;
+        let Some(text) = shared.send_now(text, owed.as_mut())? else {
             self.taken += 1;
             return Ok(());
         };

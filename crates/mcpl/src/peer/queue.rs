@@ -43,6 +43,8 @@ struct State<T> {
     waiting: usize,
     /// Room taken ahead by [`Permit`]s not yet used or dropped, counted as items queued.
     reserved: usize,
+    /// Items the receiver took so far ([`Sender::taken`]).
+    taken: u64,
 }
 
 struct Chan<T> {
@@ -162,6 +164,7 @@ fn new_chan<T>(
             rx_closed: false,
             waiting: 0,
             reserved: 0,
+            taken: 0,
         }),
         ready: AtomicWaker::new(),
         room: Notify::new(),
@@ -235,6 +238,12 @@ impl<T> Sender<T> {
         }
         self.chan.ready.wake();
         Ok(())
+    }
+
+    /// How many items the receiver took so far: a sender waiting for room tells a receiver
+    /// that moves from one that stopped by it.
+    pub(crate) fn taken(&self) -> u64 {
+        self.chan.state().taken
     }
 
     /// The weight of what is queued and not yet received (0 in an unweighted queue).
@@ -420,22 +429,28 @@ impl<T> Sender<T> {
 
 /// Room for one item held in a queue ([`Sender::reserve`]), counted as an item queued until
 /// [`Permit::send`] uses it; dropped unused, the room goes to the next waiting sender. The
-/// item goes in whatever it weighs ([`capped`]): a permit is only granted while the queue
-/// is under its weight, so what is queued past it is at most one item per permit out.
+/// weight of the item is not known when the room is taken: [`Permit::send`] holds it to the
+/// queue's weight as [`Sender::try_send`] does ([`capped`]: at most one item past the cap),
+/// handing it back when the queue is over its weight.
 pub(crate) struct Permit<T> {
     chan: Arc<Chan<T>>,
     used: bool,
 }
 
 impl<T> Permit<T> {
-    /// Queues `item` in the room held; hands it back if the receiver is closed or gone.
-    pub(crate) fn send(mut self, item: T) -> Result<(), T> {
+    /// Queues `item` in the room held; hands it back as [`TrySendError::Full`] while the
+    /// queue is over its weight (the sender waits again), [`TrySendError::Closed`] once the
+    /// receiver is closed or gone.
+    pub(crate) fn send(mut self, item: T) -> Result<(), TrySendError<T>> {
         self.used = true;
         {
             let mut st = self.chan.state();
             st.reserved = st.reserved.saturating_sub(1);
             if st.rx_closed {
-                return Err(item);
+                return Err(TrySendError::Closed(item));
+            }
+            if !st.items.is_empty() && st.weight >= self.chan.max_weight {
+                return Err(TrySendError::Full(item));
             }
             self.chan.enqueue(&mut st, item, 0);
         }
@@ -522,6 +537,7 @@ impl<T> Receiver<T> {
                     Next::Empty
                 };
             };
+            st.taken = st.taken.wrapping_add(1);
             if let Some(w) = st.weights.pop_front() {
                 st.weight = st.weight.saturating_sub(w);
             }
@@ -762,7 +778,10 @@ mod tests {
 
             let permit = tx.reserve().await.expect("room");
             rx.close();
-            assert_eq!(permit.send(5), Err(5), "a closed queue refuses the item");
+            assert!(
+                matches!(permit.send(5), Err(TrySendError::Closed(5))),
+                "a closed queue refuses the item"
+            );
             assert!(tx.reserve().await.is_err());
         });
     }
@@ -780,6 +799,34 @@ mod tests {
             drop(permit);
             assert!(waiting.await.unwrap());
             assert_eq!(rx.recv().await, Some(7));
+        });
+    }
+
+    /// Permits taken while a capped queue is under its weight do not let their items past it
+    /// together: each is held to the weight when it is used, so at most one item goes past
+    /// the cap (as with `try_send`), the rest handed back to wait again.
+    #[test]
+    fn permits_hold_their_items_to_the_weight_cap() {
+        runtime().block_on(async {
+            let (tx, mut rx) = capped::<String>(4, 10, String::len);
+            let mut permits = Vec::new();
+            for _ in 0..4 {
+                permits.push(tx.reserve().await.expect("room under the cap"));
+            }
+            let mut queued = 0;
+            for p in permits {
+                match p.send("x".repeat(100)) {
+                    Ok(()) => queued += 1,
+                    Err(TrySendError::Full(_)) => {}
+                    Err(TrySendError::Closed(_)) => panic!("open"),
+                }
+            }
+            assert_eq!(queued, 1, "one heavy item past the cap, not four");
+            assert_eq!(tx.weight(), 100);
+            assert_eq!(rx.chan.state().reserved, 0);
+            assert_eq!(rx.try_recv().map(|s| s.len()), Ok(100));
+            let p = tx.reserve().await.expect("room again");
+            assert!(p.send("y".repeat(100)).is_ok(), "an empty queue takes it");
         });
     }
 

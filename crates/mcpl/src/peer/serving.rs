@@ -117,6 +117,19 @@ impl Serving {
         }
     }
 
+    /// Holds `held`'s key again after it was released for its answer's write, which did
+    /// not take the frame (`Owed::retake_ids`), updating `held` to the new hold: `false`
+    /// when the key was taken meanwhile by another request (it keeps it).
+    pub(super) fn retake(&mut self, held: &mut Held) -> bool {
+        match self.take(held.get() & !GENERATION) {
+            Some(new) => {
+                *held = new;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Forgets `key` whatever its generation: its sender cancelled its request (MCP's
     /// `notifications/cancelled`) on a connection whose owner answers it `-32800` as it
     /// handles the cancel (module docs), so it is no longer in flight for that side.

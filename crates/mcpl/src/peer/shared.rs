@@ -78,6 +78,9 @@ pub(super) struct Shared {
     pub(super) slot: Mutex<WriterSlot>,
     /// Messages delivered to [`Incoming`] and not yet received from it.
     pub(super) inbox: AtomicUsize,
+    /// Senders waiting for room in the writer's queue ([`super::Peer::room`]): while any
+    /// does, no frame is written directly ahead of them ([`Shared::send_now`]).
+    pub(super) room_waiters: AtomicUsize,
     /// Keyed by the ids this side numbers its requests with ([`crate::own_keys`]).
     pub(super) pending: Mutex<HashMap<RequestId, Waiter, crate::own_keys::OwnKeys>>,
     pub(super) timed_out: Mutex<VecDeque<RequestId>>,
@@ -221,6 +224,8 @@ pub(super) struct Owed {
     /// Boxed, so an owed answer outside a batch holds one word for it.
     #[allow(clippy::box_collection)]
     keys: Option<Box<Vec<super::serving::Held>>>,
+    /// Its ids were released already ([`Owed::release_ids`]): its answer's bytes went out.
+    released: bool,
 }
 
 impl Owed {
@@ -239,6 +244,7 @@ impl Owed {
             count: 1,
             key,
             keys: None,
+            released: false,
         }
     }
 
@@ -252,12 +258,54 @@ impl Owed {
             count: 0,
             key: Some(held),
             keys: None,
+            released: false,
         }
     }
 
     /// Takes out the id it holds in flight, to be held on past it (`into_id`).
     pub(super) fn take_key(&mut self) -> Option<super::serving::Held> {
         self.key.take()
+    }
+
+    /// Frees the ids it holds in flight now, before its answer's bytes are written
+    /// ([`Shared::send_now`]): the other side may reuse an id as soon as it reads the
+    /// answer (MCP base protocol), and a request under it read by the reader before this
+    /// owed was dropped was refused as reusing an id in flight. Called under the writer's
+    /// slot lock (`serving` is taken under it, never the other way round);
+    /// [`Owed::retake_ids`] undoes it when the write did not take the frame.
+    fn release_ids(&mut self) {
+        if self.released || (self.key.is_none() && self.keys.is_none()) {
+            return;
+        }
+        self.released = true;
+        let mut serving = lock(&self.shared.serving);
+        let more = self.keys.iter().flat_map(|k| k.iter());
+        for held in self.key.iter().chain(more) {
+            serving.release(*held);
+        }
+    }
+
+    /// Holds its ids in flight again after [`Owed::release_ids`], its frame not written
+    /// (queued instead): a later request under one of them is refused until it is. An id
+    /// taken meanwhile (the other side reusing it before it could have read the answer) is
+    /// left to that request.
+    fn retake_ids(&mut self) {
+        if !self.released {
+            return;
+        }
+        self.released = false;
+        let mut serving = lock(&self.shared.serving);
+        let retake = |held: &mut super::serving::Held, serving: &mut super::serving::Serving| {
+            serving.retake(held)
+        };
+        if let Some(held) = self.key.as_mut() {
+            if !retake(held, &mut serving) {
+                self.key = None;
+            }
+        }
+        if let Some(keys) = self.keys.as_mut() {
+            keys.retain_mut(|held| retake(held, &mut serving));
+        }
     }
 
     /// Counts `bytes` more (its answer, made and not yet queued).
@@ -283,7 +331,7 @@ impl Owed {
 
 impl Drop for Owed {
     fn drop(&mut self) {
-        if self.key.is_some() || self.keys.is_some() {
+        if !self.released && (self.key.is_some() || self.keys.is_some()) {
             let mut serving = lock(&self.shared.serving);
             let more = self.keys.take().into_iter().flat_map(|k| *k);
             for held in self.key.take().into_iter().chain(more) {
@@ -498,7 +546,15 @@ impl Shared {
     /// The fast path of every send: with the writer at rest and nothing queued ahead, the
     /// frame is written right here if the transport takes it without waiting. Returns the
     /// frame back when it must be queued instead; a write error closes the connection.
-    pub(super) fn send_now(&self, text: String) -> Result<Option<String>, PeerError> {
+    ///
+    /// `owed`, the answer's own count, has its ids freed just before the bytes are written
+    /// ([`Owed::release_ids`]), never after: the other side may reuse an id once it has
+    /// read the answer.
+    pub(super) fn send_now(
+        &self,
+        text: String,
+        mut owed: Option<&mut Owed>,
+    ) -> Result<Option<String>, PeerError> {
         if self.in_own_tap() {
             return Err(PeerError::SentFromTap);
         }
@@ -506,7 +562,10 @@ impl Shared {
         // received messages still waiting to be handled, whose answers will follow): queue,
         // so the writer task puts many frames in one write. Writing each frame directly
         // would cost one write (a syscall on sockets) per frame.
-        let quiet = self.inbox.load(Ordering::Relaxed) == 0 && lock(&self.pending).len() <= 1;
+        // Nor while senders wait for room: one made after them would overtake them.
+        let quiet = self.inbox.load(Ordering::Relaxed) == 0
+            && self.room_waiters.load(Ordering::Relaxed) == 0
+            && lock(&self.pending).len() <= 1;
         let mut slot = lock(&self.slot);
         if !quiet || slot.queued > 0 {
             slot.queued += 1;
@@ -520,7 +579,16 @@ impl Shared {
         // only once read: a transcript never shows an answer ahead of what it answers.
         // Tapped under the lock, so taps keep the order of the wire.
         self.tap(FrameDirection::Outbound, &text);
-        match writer.try_send_now(&text) {
+        if let Some(o) = owed.as_deref_mut() {
+            o.release_ids();
+        }
+        let written = writer.try_send_now(&text);
+        if matches!(written, Ok(TrySend::NotTaken)) {
+            if let Some(o) = owed {
+                o.retake_ids();
+            }
+        }
+        match written {
             Ok(taken @ (TrySend::Written | TrySend::Partial)) => {
                 if taken == TrySend::Partial {
                     // The rest goes before anything else: the writer task is reminded while
@@ -549,14 +617,15 @@ impl Shared {
                 }
                 // Tapped already: queued right here, under the lock, into the empty queue
                 // (nothing was queued and the writer rests), so the writer task knows the
-                // next frame it takes is this one and does not tap it twice.
-                match self.out.try_send(text) {
+                // next frame it takes is this one and does not tap it twice. Past senders
+                // waiting for room (`queue::Sender::remind`): handed back for them, it was
+                // queued later and tapped again by the writer.
+                match self.out.remind(text) {
                     Ok(()) => {
                         slot.head_tapped = true;
                         Ok(None)
                     }
-                    Err(queue::TrySendError::Full(text)) => Ok(Some(text)),
-                    Err(queue::TrySendError::Closed(_)) => {
+                    Err(_) => {
                         slot.queued -= 1;
                         Err(self.closed_error())
                     }
@@ -639,15 +708,16 @@ impl Shared {
 
     /// Writes or queues `text` without waiting: `Ok(None)` when it took its place on the
     /// wire, `Ok(Some(text))` handed back, nothing taken, when the queue has no room.
-    /// Into the room `room` holds ([`super::Peer::room`]), if any, a frame is never handed
-    /// back (written directly instead, the room goes to the next waiting sender).
+    /// Into the room `room` holds ([`super::Peer::room`]), if any, a frame is handed back
+    /// only while the queue is over its byte cap (written directly instead, the room goes to
+    /// the next waiting sender).
     pub(super) fn try_send_frame(
         &self,
         text: String,
         room: Option<super::Room>,
     ) -> Result<Option<String>, PeerError> {
         Ok(self
-            .queue_now_in(text, room)?
+            .queue_now_in(text, room, None)?
             .err()
             .map(|(text, _queued)| text))
     }
@@ -655,19 +725,21 @@ impl Shared {
     /// [`Self::try_send_frame`], a frame handed back still counted as queued while its
     /// [`QueuedFrame`] lives.
     fn queue_now(&self, text: String) -> Result<Result<(), (String, QueuedFrame<'_>)>, PeerError> {
-        self.queue_now_in(text, None)
+        self.queue_now_in(text, None, None)
     }
 
-    /// [`Self::queue_now`] into the room `room` holds, if any.
+    /// [`Self::queue_now`] into the room `room` holds, if any; `owed`, an answer's count,
+    /// as [`Self::send_now`] takes it.
     fn queue_now_in(
         &self,
         text: String,
         room: Option<super::Room>,
+        owed: Option<&mut Owed>,
     ) -> Result<Result<(), (String, QueuedFrame<'_>)>, PeerError> {
         if let Some(reason) = self.close_reason() {
             return Err(PeerError::Closed(reason));
         }
-        let Some(text) = self.send_now(text)? else {
+        let Some(text) = self.send_now(text, owed)? else {
             return Ok(Ok(()));
         };
         let mut queued = QueuedFrame {
@@ -675,7 +747,7 @@ impl Shared {
             armed: true,
         };
         let sent = match room {
-            Some(room) => room.0.send(text).map_err(queue::TrySendError::Closed),
+            Some(room) => room.0.send(text),
             None => self.out.try_send(text),
         };
         match sent {
@@ -719,9 +791,9 @@ impl Shared {
     pub(super) async fn send_answer(
         self: &Arc<Self>,
         text: String,
-        owed: Option<Owed>,
+        mut owed: Option<Owed>,
     ) -> Result<(), PeerError> {
-        let (text, queued) = match self.queue_now(text)? {
+        let (text, queued) = match self.queue_now_in(text, None, owed.as_mut())? {
             Ok(()) => return Ok(()),
             Err(full) => full,
         };
@@ -781,7 +853,8 @@ impl Shared {
             }
             return;
         }
-        let text = match self.send_now(text) {
+        let mut owed = owed;
+        let text = match self.send_now(text, owed.as_mut()) {
             Ok(Some(text)) => text,
             Ok(None) | Err(_) => return,
         };
