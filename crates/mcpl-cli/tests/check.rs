@@ -1891,3 +1891,24 @@ fn a_manifest_changed_and_changed_back_is_not_warned() {
     }
     assert_eq!(code, 0);
 }
+
+/// MCP's stdio framing is one message per line; the library's peer reads a line holding
+/// several whole messages each as if alone (`mcpl::jsonrpc::several_values`), so a host
+/// built on it takes the push on such a line. A server writing a push under a set the
+/// reduction disabled on one line with a notification hid it from `mcpl check`, which read
+/// the line as junk: it failed `transport.frames-valid` alone and passed
+/// `policy.reduction-respected`. Each message is now judged, as the peer reads it, and the
+/// framing still fails.
+#[test]
+fn each_message_of_a_line_of_several_is_judged() {
+    let doc = fails_exactly(
+        "reduction-ignored-one-line",
+        &[
+            "transport.frames-valid",
+            "policy.reduction-respected",
+            "grant.narrowed-respected",
+        ],
+    );
+    let d = detail(&doc, "transport.frames-valid");
+    assert!(d.contains("2 messages on one line"), "{d}");
+}

@@ -1011,3 +1011,75 @@ fn an_answer_inside_a_batch_refused_for_its_size_is_said_not_waited_out() {
     assert!(d.contains("batch of 1025 entries"), "{d}");
     assert!(!d.contains("within the timeout"), "{d}");
 }
+
+/// A line over the checker's 16 MiB limit that holds a second message after the first (MCP
+/// stdio: one message per line): the library's peer refuses each message of such a line as
+/// if it had come alone (`FrameReader::discarded_rest`), so the `ping` after the oversized
+/// push is answered `-32600` under its id, as the push is. `mcpl check` answered the first
+/// only, and the `ping` was never answered.
+#[test]
+fn each_request_of_an_oversized_line_is_answered_under_its_id() {
+    const SERVE: &str = r#"
+read l
+printf '{"jsonrpc":"2.0","id":99,"method":"push/event","params":{"pad":"'
+head -c 16777300 /dev/zero | tr '\000' a
+printf '"}} {"jsonrpc":"2.0","id":"p2","method":"ping"}\n'
+exec cat > /dev/null"#;
+    let script = format!("read l; printf '%s\\n' '{INIT}'{SERVE}");
+    let (doc, sent) = check_script_sent(&script, "oversized-several");
+    for id in [Value::from(99), Value::from("p2")] {
+        let answered = sent
+            .iter()
+            .any(|m| m["id"] == id && m["error"]["code"] == -32600);
+        assert!(answered, "{id} was not answered -32600: {sent:#?}");
+    }
+    let d = detail(&doc, "transport.frames-valid");
+    assert!(d.contains("2 messages"), "{d}");
+}
+
+/// The answer to the checker's policy Request written after an oversized notification on
+/// the same line: the library's peer fails that request at once, its answer discarded with
+/// the line; `mcpl check` waited it out as silence ("no response"). It now says it is an
+/// answer it could not read, naming the bound.
+#[test]
+fn an_answer_on_an_oversized_line_is_said_as_one_not_as_silence() {
+    const SERVE: &str = r#"
+while read l; do
+  id=$(printf '%s' "$l" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+  case "$l" in
+    *'"featureSets/update"'*) [ -n "$id" ] && {
+      printf '{"jsonrpc":"2.0","method":"notifications/message","params":{"pad":"'
+      head -c 16777300 /dev/zero | tr '\000' a
+      printf '"}} {"jsonrpc":"2.0","id":%s,"result":{"accepted":true}}\n' "$id"
+      exec sleep 60; } ;;
+    *'"ping"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{}}\n' "$id" ;;
+  esac
+done"#;
+    let script = format!("read l; printf '%s\\n' '{INIT}'{SERVE}");
+    let doc = check_script(&script);
+    assert_eq!(status(&doc, "policy.request-answered"), "fail", "{doc:#}");
+    let d = detail(&doc, "policy.request-answered");
+    assert!(!d.contains("no response"), "{d}");
+    assert!(
+        d.contains("could not read") && d.contains("16777216-byte limit"),
+        "{d}"
+    );
+}
+
+/// A line of two whole messages of ordinary size: the library's peer reads each alone
+/// (`mcpl::jsonrpc::several_values`), so both `ping`s are answered `{}` under their ids.
+/// `mcpl check` read the line as junk and answered the first `-32700`, the second nothing.
+/// It now answers each as the peer does, and still fails the framing.
+#[test]
+fn each_request_of_a_line_of_several_is_answered() {
+    let two =
+        r#"{"jsonrpc":"2.0","id":"a","method":"ping"} {"jsonrpc":"2.0","id":"b","method":"ping"}"#;
+    let script = answering_server(&format!("printf '%s\\n' '{two}';"));
+    let (doc, sent) = check_script_sent(&script, "several-pings");
+    for id in ["a", "b"] {
+        let answers: Vec<_> = sent.iter().filter(|m| m["id"] == id).collect();
+        assert_eq!(answers.len(), 1, "{id}: {sent:#?}");
+        assert_eq!(answers[0]["result"], serde_json::json!({}), "{id}");
+    }
+    assert_eq!(status(&doc, "transport.frames-valid"), "fail", "{doc:#}");
+}

@@ -47,8 +47,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::spread::{SpreadReader, Spreads};
 use super::stderr::Tail;
 use classify::{
-    classify_received, costly_answer, discard, discard_answer, not_text_refusal, received,
-    repeated_name,
+    discard, discard_answer, not_text_refusal, on_the_line, received, rest_answers, text_events,
 };
 pub use event::Event;
 use mcpl::protocol::push::timestamp_millis;
@@ -572,6 +571,9 @@ async fn pump(
             // Said before the frame it is about (a message spread over lines, joined).
             let spread = spreads.take_fresh().map(Event::Spread);
             // The event and what it holds, counted against [`QUEUED_BYTES`].
+            // Said after the frame's event: the answers the other messages of a line the
+            // transport discarded are owed ([`classify::rest_answers`]).
+            let mut after: Vec<Event> = Vec::new();
             let (event, cost) = match next {
                 Ok(Some(Frame::Text(text))) => {
                     // Read as the library's peer reads it (one reading): past JSON
@@ -579,80 +581,70 @@ async fn pump(
                     // ignore it; said, [`Event::ByteOrderMark`]).
                     let raw = &text;
                     let read = received(raw);
-                    let text = read.message;
                     if skip_blank && read.blank() {
                         continue;
                     }
-                    let marked = read.marked;
-                    let parsed = mcpl::jsonrpc::parsed_cost(text);
-                    let limit = mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST;
-                    if parsed > limit {
-                        costly_answer(
-                            format!(
-                                "a message of {} bytes that would cost {parsed} units parsed, \
-                                 over the limit of {limit} (discarded unread)",
-                                text.len()
-                            ),
-                            text,
-                            transcript.as_ref(),
-                        )
-                    } else {
-                        let (event, refused) = classify_received(raw, &read, transcript.as_ref());
-                        // Said before the frame it is about, so it is judged with it.
-                        let marked = (marked && matches!(event, Event::Frame(_)))
-                            .then_some(Event::ByteOrderMark);
-                        let spread = spread.filter(|_| matches!(event, Event::Frame(_)));
-                        let notes = spread.into_iter().chain(marked);
-                        let notes = notes.chain(repeated_name(text, &event)).chain(refused);
-                        for note in notes {
-                            let cost = note.held_bytes();
-                            queued.fetch_add(cost, Ordering::Relaxed);
-                            if events.send((note, cost, Instant::now())).is_err() {
-                                break;
-                            }
+                    let mut texts = text_events(raw, &read, spread, transcript.as_ref());
+                    let Some(last) = texts.pop() else {
+                        continue;
+                    };
+                    for (note, cost) in texts {
+                        queued.fetch_add(cost, Ordering::Relaxed);
+                        if events.send((note, cost, Instant::now())).is_err() {
+                            break;
                         }
-                        let cost = match &event {
-                            Event::Frame(_) => text
-                                .len()
-                                .saturating_add(parsed.saturating_mul(UNIT_BYTES))
-                                .saturating_add(EVENT_BYTES),
-                            other => other.held_bytes(),
-                        };
-                        (event, cost)
                     }
+                    last
                 }
-                Ok(Some(Frame::Oversized { bytes, limit })) => discard_answer(
-                    format!(
-                        "a message of {bytes} bytes exceeds the {limit}-byte limit (discarded)"
-                    ),
-                    reader.discarded_head(),
-                    false,
-                    transcript.as_ref(),
-                ),
-                Ok(Some(Frame::OverBudget { bytes, limit })) => discard_answer(
-                    format!(
-                        "a message refused after {bytes} bytes: the {limit}-byte budget for \
-                         buffered partial messages is exhausted (discarded)"
-                    ),
-                    reader.discarded_head(),
-                    false,
-                    transcript.as_ref(),
-                ),
+                Ok(Some(Frame::Oversized { bytes, limit })) => {
+                    let why = on_the_line(
+                        format!(
+                            "a message of {bytes} bytes exceeds the {limit}-byte limit \
+                             (discarded)"
+                        ),
+                        reader.discarded_rest(),
+                    );
+                    after = rest_answers(&why, reader.discarded_rest(), None);
+                    discard_answer(why, reader.discarded_head(), false, transcript.as_ref())
+                }
+                Ok(Some(Frame::OverBudget { bytes, limit })) => {
+                    let why = on_the_line(
+                        format!(
+                            "a message refused after {bytes} bytes: the {limit}-byte budget \
+                             for buffered partial messages is exhausted (discarded)"
+                        ),
+                        reader.discarded_rest(),
+                    );
+                    after = rest_answers(&why, reader.discarded_rest(), None);
+                    discard_answer(why, reader.discarded_head(), false, transcript.as_ref())
+                }
                 Ok(Some(Frame::NotText { reason })) => {
                     // A message in another encoding is answered as one that does not parse.
                     let began = reader.not_text_began_as_json();
-                    if let Some(refused) = not_text_refusal(&reason, began, reader.discarded_head())
-                    {
+                    let head = reader.discarded_head();
+                    let why = on_the_line(
+                        format!("a frame that is not text: {reason}"),
+                        reader.discarded_rest(),
+                    );
+                    if let Some(refused) = not_text_refusal(&reason, began, head) {
                         let cost = refused.held_bytes();
                         queued.fetch_add(cost, Ordering::Relaxed);
                         if events.send((refused, cost, Instant::now())).is_err() {
                             break;
                         }
                     }
-                    discard(
-                        format!("a frame that is not text: {reason}"),
-                        transcript.as_ref(),
-                    )
+                    // A response to a request of the checker's ends that wait now, unread,
+                    // as the library's peer fails its request (`Discarded::not_text`).
+                    if let Some(mcpl::jsonrpc::Refusal::Response(Some(id))) =
+                        head.map(|h| mcpl::jsonrpc::refusal_of(h, false))
+                    {
+                        after.push(Event::Unread {
+                            id,
+                            why: why.clone(),
+                        });
+                    }
+                    after.extend(rest_answers(&why, reader.discarded_rest(), Some(&reason)));
+                    discard(why, transcript.as_ref())
                 }
                 Ok(None) => {
                     // Inside a line: the last frame was that line, or (a child's pipe held
@@ -673,6 +665,13 @@ async fn pump(
             queued.fetch_add(cost, Ordering::Relaxed);
             if events.send((event, cost, Instant::now())).is_err() || closed {
                 break;
+            }
+            for event in after {
+                let cost = event.held_bytes();
+                queued.fetch_add(cost, Ordering::Relaxed);
+                if events.send((event, cost, Instant::now())).is_err() {
+                    break;
+                }
             }
         }
         // Nothing more is read: an ask from now on is refused at once, and one already

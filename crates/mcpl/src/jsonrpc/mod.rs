@@ -993,7 +993,9 @@ pub(crate) use hot::{parse_answer, parse_lifecycle, parse_tools_call, read_tools
 pub(crate) use lead::lead_refused;
 pub(crate) use lead::{lead_refusal, message_start, message_text, LEAD_REFUSED};
 pub use lead::{message_lead, message_read};
-pub use unparsed::{not_text_answer, not_text_request_id, refused_request_id, too_deep};
+pub use unparsed::{
+    not_text_answer, not_text_request_id, refused_request_id, too_deep, trailing_detail,
+};
 
 #[cfg(test)]
 mod tests;

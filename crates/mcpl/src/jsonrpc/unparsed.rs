@@ -191,8 +191,10 @@ pub(crate) fn too_deep_detail(detail: &str) -> bool {
 }
 
 /// Whether the parser's error (its text, `detail`) refused an object for the text after
-/// it on its line (serde_json's `trailing characters`).
-pub(crate) fn trailing_detail(detail: &str) -> bool {
+/// it on its line (serde_json's `trailing characters`): the one test, with
+/// [`super::several_values`], by which the peer and `mcpl check` read a line of several
+/// messages.
+pub fn trailing_detail(detail: &str) -> bool {
     detail.starts_with("trailing characters")
 }
 

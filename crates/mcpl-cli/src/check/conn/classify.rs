@@ -1,11 +1,13 @@
 //! How the pump reads one received text ([`classify_answered`]): a JSON frame, an invalid
 //! one (JSON the checker cannot read: nested too deep, a number out of range) or junk, and
 //! the answer a request that does not parse is owed ([`refusal`]); and the notes said
-//! before a frame ([`repeated_name`]).
+//! before a frame ([`repeated_name`]). A line of several whole messages is read message by
+//! message ([`text_events`]), and the other messages of a line the transport discarded are
+//! answered each ([`rest_answers`]), both as the library's peer reads them.
 
 use serde_json::Value;
 
-use super::{Event, Transcript, EVENT_BYTES, JUNK_CHARS};
+use super::{Event, Transcript, EVENT_BYTES, JUNK_CHARS, UNIT_BYTES};
 
 /// One received text: a JSON frame, or junk. Logged to the transcript either way (junk as
 /// a JSON string).
@@ -100,6 +102,208 @@ pub(super) fn classify_received(
         read.message.len()
     );
     (discard(why, transcript).0, refused)
+}
+
+/// One received text read as the library's peer reads it: [`Classified::Several`] when it
+/// is several whole messages separated by JSON whitespace (the peer's one test:
+/// [`mcpl::jsonrpc::trailing_detail`], then [`mcpl::jsonrpc::several_values`], bounded by
+/// [`mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES`]), each then read alone; else as
+/// [`classify_received`] reads it.
+pub(super) fn classify_text(
+    raw: &str,
+    read: &Received<'_>,
+    transcript: Option<&Transcript>,
+) -> Classified {
+    if read.json_lead {
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(read.message) {
+            let limit = mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES;
+            let several = mcpl::jsonrpc::trailing_detail(&e.to_string())
+                .then(|| mcpl::jsonrpc::several_values(read.message, limit))
+                .flatten();
+            if let Some(several) = several {
+                return Classified::Several(several);
+            }
+        }
+    }
+    let (event, refused) = classify_received(raw, read, transcript);
+    Classified::One(event, refused)
+}
+
+/// What [`classify_text`] read.
+pub(super) enum Classified {
+    /// One text: its event, and the answer it is owed, said after it.
+    One(Event, Option<Event>),
+    /// Several messages on one line, where each is and where what was past the bound begins.
+    Several(mcpl::jsonrpc::Several),
+}
+
+/// The note said before the messages of a line of `count` (MCP's stdio framing: one message
+/// per line), each read alone as the library's peer reads them; `refused_past`: more came
+/// past the bound, refused unread ([`past_the_bound`]).
+pub(super) fn several_note(count: usize, refused_past: bool) -> Event {
+    let past = if refused_past {
+        format!(
+            ", and more past the {} a library peer reads of one line (refused unread with one \
+             -32600 under id null)",
+            mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES
+        )
+    } else {
+        String::new()
+    };
+    Event::Several(format!(
+        "{count} messages on one line{past} (§4: MCP's stdio framing is one message per line; \
+         each was read alone, as the library's peer reads them)"
+    ))
+}
+
+/// The one answer to the messages of a line past the bound (`limit` messages): refused
+/// unread with one `-32600` under id null, as the library's peer refuses them.
+pub(super) fn past_the_bound(limit: usize) -> Event {
+    Event::Unanswerable {
+        id: None,
+        why: format!(
+            "more than {limit} messages on one line (one message per line); those past the \
+             first {limit} were refused unread"
+        ),
+    }
+}
+
+/// The messages after the first on a line the transport discarded whole (`rest`, the
+/// summaries [`mcpl::transport::FrameReader::discarded_rest`] gives), each answered as the
+/// library's peer answers it (`peer::oversized`, `Discarded::rest_refused`): MCP's stdio
+/// framing is one message per line, and the peer refuses each message of a line it
+/// discarded as if it had come alone, by the rule the first was refused by: for a line that
+/// is no text (`not_text`, its reason) a request `-32700` as [`not_text_refusal`] reads it,
+/// else as [`discard_answer`] reads it (`why`, the line's bound): a request `-32600` under
+/// its id or id null, an answer to a request of the checker's ending that wait. Bounded as
+/// the peer bounds it: [`mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES`] messages the first
+/// included; past them one `-32600` under id null ([`past_the_bound`]), an answer to ours
+/// there still ending its wait. The mark of summaries not kept (a JSON string, where every
+/// summary kept is an object) ends the awaited wait ([`Event::UnreadSome`]) and is
+/// answered with one `-32600` under id null. A notification is said with the line.
+pub(super) fn rest_answers(why: &str, rest: &[Vec<u8>], not_text: Option<&str>) -> Vec<Event> {
+    use mcpl::jsonrpc::Refusal;
+    let limit = mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES.max(2);
+    let refused_past = rest.len() >= limit;
+    let why = format!("{why}; a further message on that line, refused with it");
+    let mut events = Vec::new();
+    for (i, piece) in rest.iter().enumerate() {
+        let refusal = mcpl::jsonrpc::refusal_of(piece, false);
+        let ours = match &refusal {
+            Refusal::Response(Some(id)) | Refusal::AnswerUnlessOurs(id) => Some(id.clone()),
+            _ => None,
+        };
+        if piece.first() == Some(&b'"') {
+            events.push(Event::UnreadSome { why: why.clone() });
+            if !refused_past {
+                events.push(Event::Unanswerable {
+                    id: None,
+                    why: format!("{why} (past what could be kept of the line's messages)"),
+                });
+            }
+        } else if i + 1 >= limit {
+            events.extend(ours.map(|id| Event::Unread {
+                id,
+                why: why.clone(),
+            }));
+        } else if let Some(reason) = not_text {
+            let began = piece.first() == Some(&b'{');
+            match not_text_refusal(reason, began, Some(piece)) {
+                Some(Event::Refused { id, error, .. }) => events.push(Event::Refused {
+                    id,
+                    error,
+                    unless_ours: match refusal {
+                        Refusal::AnswerUnlessOurs(id) => Some(id),
+                        _ => None,
+                    },
+                }),
+                _ => events.extend(ours.map(|id| Event::Unread {
+                    id,
+                    why: why.clone(),
+                })),
+            }
+        } else {
+            match discard_answer(why.clone(), Some(piece), false, None).0 {
+                Event::Invalid(_) => {}
+                event => events.push(event),
+            }
+        }
+    }
+    if refused_past {
+        events.push(past_the_bound(limit));
+    }
+    events
+}
+
+/// `why` a frame was discarded, saying how many messages its line held when it held more
+/// than one (`rest`, the others' summaries: MCP's stdio framing is one message per line).
+pub(super) fn on_the_line(why: String, rest: &[Vec<u8>]) -> String {
+    match rest.len() {
+        0 => why,
+        n => format!(
+            "{why}; the line held {} messages (one message per line), each refused with it",
+            n + 1
+        ),
+    }
+}
+
+/// The events of one text received (a line, or a WebSocket message), in order, each with
+/// what it holds of [`super::QUEUED_BYTES`]: the notes said before a frame (`spread`, a byte order
+/// mark, a repeated member name), the frame's event, and the answer a text that does not
+/// parse is owed; or, for a line of several whole messages, a note saying so
+/// ([`Event::Several`]), then each message's own, read alone as the library's peer reads
+/// them, and past the bound one refusal ([`classify::past_the_bound`]). Never empty.
+pub(super) fn text_events(
+    raw: &str,
+    read: &Received<'_>,
+    spread: Option<Event>,
+    transcript: Option<&Transcript>,
+) -> Vec<(Event, usize)> {
+    let text = read.message;
+    let parsed = mcpl::jsonrpc::parsed_cost(text);
+    let limit = mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST;
+    if parsed > limit {
+        let why = format!(
+            "a message of {} bytes that would cost {parsed} units parsed, over the limit of \
+             {limit} (discarded unread)",
+            text.len()
+        );
+        return vec![costly_answer(why, text, transcript)];
+    }
+    let with_cost = |e: Event| {
+        let cost = e.held_bytes();
+        (e, cost)
+    };
+    let (event, refused) = match classify_text(raw, read, transcript) {
+        Classified::One(event, refused) => (event, refused),
+        Classified::Several(several) => {
+            let past = several.refused_from.is_some();
+            let mut all = vec![with_cost(several_note(several.values.len(), past))];
+            for piece in several.values.iter().filter_map(|r| text.get(r.clone())) {
+                all.extend(text_events(piece, &received(piece), None, transcript));
+            }
+            if past {
+                let limit = mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES.max(2);
+                all.push(with_cost(past_the_bound(limit)));
+            }
+            return all;
+        }
+    };
+    let frame = matches!(event, Event::Frame(_));
+    // Said before the frame they are about, so each is judged with it.
+    let marked = (read.marked && frame).then_some(Event::ByteOrderMark);
+    let notes = spread.filter(|_| frame).into_iter().chain(marked);
+    let notes = notes.chain(repeated_name(text, &event)).chain(refused);
+    let mut all: Vec<(Event, usize)> = notes.map(with_cost).collect();
+    let cost = match &event {
+        Event::Frame(_) => text
+            .len()
+            .saturating_add(parsed.saturating_mul(UNIT_BYTES))
+            .saturating_add(EVENT_BYTES),
+        other => other.held_bytes(),
+    };
+    all.push((event, cost));
+    all
 }
 
 /// A text the parser refused (`e`): an invalid message when it is JSON the parser cannot
@@ -284,6 +488,8 @@ impl Event {
             | Event::Closed(s)
             | Event::Repeated(s)
             | Event::Spread(s)
+            | Event::Several(s)
+            | Event::UnreadSome { why: s }
             | Event::Unread { why: s, .. }
             | Event::Unanswerable { why: s, .. } => s.capacity(),
             Event::Refused { error, .. } => error.message.len(),
@@ -486,6 +692,64 @@ mod tests {
             None
         );
         assert_eq!(read(whole(r#"{"jsonrpc":"2.0","method":"m"}"#)), None);
+    }
+
+    /// The messages after the first on a discarded line (their summaries) are answered each
+    /// as the library's peer answers them (`Discarded::rest_refused`): by the line's rule a
+    /// request under its id, an answer to ours ending its wait, a notification not at all;
+    /// for a line that is no text whatever does not parse `-32700`; the mark of summaries not kept ends
+    /// the awaited wait and is answered under id null; past the bound, one refusal under
+    /// id null, an answer to ours there still ending its wait.
+    #[test]
+    fn the_other_messages_of_a_discarded_line_are_answered_as_the_peer_answers_them() {
+        let summary = |text: &str| envelope_of(text).unwrap_or_default();
+        let request = summary(r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#);
+        let response = summary(r#"{"jsonrpc":"2.0","id":5,"result":{}}"#);
+        let note = summary(r#"{"jsonrpc":"2.0","method":"n"}"#);
+        let rest = vec![request.clone(), response.clone(), note.clone()];
+        let got = rest_answers("why", &rest, None);
+        assert!(
+            matches!(&got[..], [
+            Event::Unanswerable { id: Some(a), .. },
+            Event::Unread { id: b, .. },
+        ] if *a == 4_i64.into() && *b == 5_i64.into()),
+            "{got:?}"
+        );
+        // No text: what does not parse is answered `-32700` (under id null when it has
+        // none, a notification too: JSON-RPC 2.0 §5.1), a response never.
+        let got = rest_answers("why", &rest, Some("no UTF-8"));
+        assert!(
+            matches!(&got[..], [
+            Event::Refused { id: Some(a), error, .. },
+            Event::Unread { id: b, .. },
+            Event::Refused { id: None, .. },
+        ] if *a == 4_i64.into() && *b == 5_i64.into()
+            && error.code == mcpl::jsonrpc::codes::PARSE_ERROR),
+            "{got:?}"
+        );
+        let unkept = br#""responses not kept""#.to_vec();
+        let got = rest_answers("why", &[note.clone(), unkept], None);
+        assert!(
+            matches!(
+                &got[..],
+                [
+                    Event::UnreadSome { .. },
+                    Event::Unanswerable { id: None, .. },
+                ]
+            ),
+            "{got:?}"
+        );
+        let limit = mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES;
+        let mut many = vec![note; limit - 1];
+        many.extend([request, response]);
+        let got = rest_answers("why", &many, None);
+        assert!(
+            matches!(&got[..], [
+            Event::Unread { id, .. },
+            Event::Unanswerable { id: None, why },
+        ] if *id == 5_i64.into() && why.contains("more than 1024 messages")),
+            "{got:?}"
+        );
     }
 
     /// A message after whitespace JSON does not have is refused by the library's peer (RFC

@@ -34,6 +34,15 @@ pub enum Event {
         /// answered back.
         unless_ours: Option<RequestId>,
     },
+    /// Some messages of a line discarded unread were not kept (past the bound on what the
+    /// reader keeps of them, `mcpl::jsonrpc::envelope::batch::MAX_BATCH_SUMMARY_BYTES`):
+    /// any request of the checker's may have been answered there, so the awaited one ends
+    /// now as unread, as the library's peer fails every request of its own outstanding.
+    UnreadSome { why: String },
+    /// The messages that follow (each an event of its own) came on one line, `said` how
+    /// many (MCP's stdio framing: one message per line): each is read alone, as the
+    /// library's peer reads them (`mcpl::jsonrpc::several_values`).
+    Several(String),
     /// End of stream, or a read or write error.
     Closed(String),
     /// The frame that follows (a [`Event::Frame`]) repeats a member name within one of its

@@ -241,6 +241,23 @@ impl Session {
                 self.invalid.push(why);
                 return Handled::Continue;
             }
+            // The awaited answer may be among what was not kept of a discarded line: said
+            // now, as the library's peer fails its requests outstanding.
+            Event::UnreadSome { why } => {
+                self.invalid.push(&why);
+                if awaiting.is_none() {
+                    return Handled::Continue;
+                }
+                self.unanswered = 0;
+                self.silent_unjudged = false;
+                return Handled::Awaited(Reply::Unread(why));
+            }
+            // The framing defect (§4), said under `transport.frames-valid`; the messages
+            // follow, each judged.
+            Event::Several(said) => {
+                self.invalid.push(said);
+                return Handled::Continue;
+            }
             // A request with an id is answered, unread as it is (JSON-RPC 2.0 §5), as the
             // library's peer answers it: `-32600` under its id, or under id null when its id
             // cannot be used.
