@@ -235,10 +235,14 @@ fn a_push_tagged_with_no_feature_set_name_after_a_reduction_is_outside_it() {
 /// that is no string (the number 7) names no feature set, so none the reduction left
 /// enabled: it counts against `policy.reduction-respected`, as a push or an inference
 /// request so tagged does (one rule). Before, the reduction passed it ("none under a
-/// disabled set"). (The hooks.* checks judge the first hook answer, which was well formed.)
+/// disabled set").
 #[test]
 fn a_hook_answer_tagged_with_no_feature_set_name_after_a_reduction_is_outside_it() {
-    let doc = fails_exactly("reduction-untagged-hook", &["policy.reduction-respected"]);
+    // Its shape too, now that every hook answer is judged (`featureSet` 7 is no string).
+    let doc = fails_exactly(
+        "reduction-untagged-hook",
+        &["policy.reduction-respected", "hooks.injection-shape"],
+    );
     let d = detail(&doc, "policy.reduction-respected");
     assert!(
         d.contains("beforeInference injected 1 item(s) under a featureSet of type number"),
@@ -1392,6 +1396,8 @@ fn reference_server_passes_every_check() {
             // MCP: each of its requests has an id of its own.
             "rpc.request-ids-unique",
             "rpc.in-flight-ids-unique",
+            // JSON-RPC 2.0 §5: each of its responses answers a request of the checker's.
+            "rpc.responses-answer-requests",
             "lifecycle.defensive",
             "hooks.answers-without-observe",
             "hooks.injection-positions",
@@ -1911,4 +1917,74 @@ fn each_message_of_a_line_of_several_is_judged() {
     );
     let d = detail(&doc, "transport.frames-valid");
     assert!(d.contains("2 messages on one line"), "{d}");
+}
+
+/// JSON-RPC 2.0 §5: a response answers a request, once. A server writing a response under
+/// an id the checker never sent, and a second answer to one `ping`, wrote valid JSON-RPC
+/// messages (so `transport.frames-valid`, "every frame is a JSON-RPC 2.0 message", passes,
+/// as `mcpl check-host`'s `host.frames-valid` reads such frames) that answer nothing: they
+/// fail `rpc.responses-answer-requests`, naming both.
+#[test]
+fn responses_to_no_request_fail_their_own_check() {
+    let doc = fails_exactly("stray-responses", &["rpc.responses-answer-requests"]);
+    let d = detail(&doc, "rpc.responses-answer-requests");
+    assert!(d.contains(r#""never-sent""#), "{d}");
+    assert!(d.contains("already answered"), "{d}");
+}
+
+/// The `hooks.*` checks judge every `context/beforeInference` answer the checker reads, not
+/// only the first: a server whose later answers inject at a position not granted, without a
+/// `namespace`, under an undeclared set failed none of them.
+#[test]
+fn every_hook_answer_is_judged() {
+    let doc = fails_exactly(
+        "hook-bad-later",
+        &[
+            "hooks.injection-shape",
+            "hooks.injection-positions",
+            "hooks.feature-set-declared",
+        ],
+    );
+    assert!(
+        detail(&doc, "hooks.injection-positions").contains("turn 1"),
+        "{doc:#}"
+    );
+}
+
+/// §6.7: after the reduction receipt nothing comes under a disabled set, the one disabled
+/// earlier by Notification (and kept disabled by every Request since) included. A hook
+/// answered after the reduction with injections under that set passed every check: the
+/// reduction's judgement looked only at the sets it disabled itself, and the Notification's
+/// check had been settled before.
+#[test]
+fn an_injection_under_a_set_disabled_by_notification_fails_after_the_reduction() {
+    let doc = fails_exactly("hook-notified-later", &["policy.reduction-respected"]);
+    let d = detail(&doc, "policy.reduction-respected");
+    assert!(d.contains("demo.status"), "{d}");
+}
+
+/// The same for a push: after the reduction receipt, a push under the set disabled by
+/// Notification (which the reduction keeps disabled) was counted for the Notification's
+/// check, already settled, and so judged nowhere.
+#[test]
+fn a_push_under_a_set_disabled_by_notification_fails_after_the_reduction() {
+    let doc = fails_exactly("push-only-notified-later", &["policy.reduction-respected"]);
+    let d = detail(&doc, "policy.reduction-respected");
+    assert!(
+        d.contains(r#"push/event under featureSet "demo.alerts""#),
+        "{d}"
+    );
+}
+
+/// §6.7: a set disabled by Notification stays disabled from the point the server read it.
+/// A push under it written after the Notification's check was settled, and before the
+/// reduction was answered, was counted for that check and reported nowhere.
+#[test]
+fn a_push_under_a_set_disabled_by_notification_fails_after_its_check_was_settled() {
+    let doc = fails_exactly(
+        "push-only-notified-early",
+        &["policy.notification-narrowing-respected"],
+    );
+    let d = detail(&doc, "policy.notification-narrowing-respected");
+    assert!(d.contains("demo.alerts"), "{d}");
 }

@@ -16,6 +16,7 @@ use super::conn::Conn;
 
 mod channels;
 mod hook_path;
+mod hooks;
 mod judge;
 mod negotiation;
 mod probes;
@@ -115,10 +116,10 @@ struct Session {
     /// The first of those is a window's `ping`, whose answer no check judges: the next
     /// timeout is where the silence is reported, not a cascade of it.
     silent_unjudged: bool,
-    /// How many junk and invalid frames had come when the wait for the first of those
+    /// How many junk, invalid frames and stray responses had come when the wait for the first of those
     /// began: what came since, instead of an answer, is said where the silence is reported
     /// ([`Session::meanwhile`]).
-    silent_marks: (u64, u64),
+    silent_marks: (u64, u64, u64),
     closed: Option<String>,
     /// A valid accepted receipt was received: privileged inbound methods are now judged
     /// against the grant (§5.3).
@@ -167,9 +168,12 @@ struct Session {
     /// Ids of our requests that timed out: a late answer is lateness (already reported by
     /// the step that waited), not an invalid frame.
     timed_out: HashSet<RequestId>,
-    /// Frames that are not valid JSON-RPC 2.0 (discarded, malformed, stray responses): the
-    /// first few, and how many.
+    /// Frames that are not valid JSON-RPC 2.0 (discarded, malformed): the first few, and how
+    /// many.
     invalid: Sample,
+    /// Responses that answer no request of the checker's still awaited (never sent, or
+    /// answered already; JSON-RPC 2.0 §5): `rpc.responses-answer-requests`.
+    stray: Sample,
     privileged_before_ready: Listed,
     /// The grant-carrying `featureSets/update` Notification has been sent (§6.7 probe):
     /// privileged messages from then until the receipt are judged by that probe.
@@ -345,7 +349,7 @@ impl Session {
             unanswered: 0,
             silent_after: None,
             silent_unjudged: false,
-            silent_marks: (0, 0),
+            silent_marks: (0, 0, 0),
             closed: None,
             ready: false,
             receipt_seen: false,
@@ -368,6 +372,7 @@ impl Session {
             policy_sent: false,
             timed_out: HashSet::new(),
             invalid: Sample::default(),
+            stray: Sample::default(),
             privileged_before_ready: Listed::default(),
             grant_notified: false,
             ready_by_notification: Listed::default(),

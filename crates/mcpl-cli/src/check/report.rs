@@ -134,6 +134,7 @@ catalogue! {
     "rpc.methods-direction", "§4.1", "no request or notification the server sends is one §4.1 has only the host send (context/beforeInference, channels/publish, featureSets/update, tools/call …); channels/acknowledge or channels/typing from the server, whose direction SPEC.md leaves open, warns";
     "rpc.request-ids-unique", "§4", "no request the server sends reuses an id it sent before on the connection (MCP: never within a session; a warning)";
     "rpc.in-flight-ids-unique", "§4", "no request the server sends comes under the id of one of its requests the checker has not answered yet (MCP: never while in flight; refused -32600)";
+    "rpc.responses-answer-requests", "§4", "every response the server sends answers a request of the checker's not answered yet: none under an id the checker never sent (id null included), none again under one already answered (JSON-RPC 2.0 §5)";
     "state.rollback-unknown-checkpoint", "§8.7", "state/rollback to a checkpoint never issued is refused -32005";
     "lifecycle.defensive", "§10.5", "an orphan or duplicate terminal inference/lifecycle leaves the server answering";
     "hooks.answers-without-observe", "§10.1", "beforeInference with userMessage null is answered";

@@ -974,7 +974,7 @@ mod lead;
 pub mod repeated;
 mod several;
 pub use head::{discarded_refusal, refusal_of, Refusal};
-pub use several::{several_values, Several};
+pub use several::{several_values, trailing_detail, Several};
 // The runtime's transports and peer read it whole; without them only the reading of a
 // refused text's id (`unparsed`) is used.
 #[cfg_attr(not(feature = "runtime"), allow(dead_code))]
@@ -993,9 +993,7 @@ pub(crate) use hot::{parse_answer, parse_lifecycle, parse_tools_call, read_tools
 pub(crate) use lead::lead_refused;
 pub(crate) use lead::{lead_refusal, message_start, message_text, LEAD_REFUSED};
 pub use lead::{message_lead, message_read};
-pub use unparsed::{
-    not_text_answer, not_text_request_id, refused_request_id, too_deep, trailing_detail,
-};
+pub use unparsed::{not_text_answer, not_text_request_id, refused_request_id, too_deep};
 
 #[cfg(test)]
 mod tests;

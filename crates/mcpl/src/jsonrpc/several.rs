@@ -11,6 +11,8 @@ use std::ops::Range;
 
 use serde::de::IgnoredAny;
 
+pub use super::unparsed::trailing_detail;
+
 /// The messages a text holds ([`several_values`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Several {

@@ -474,6 +474,29 @@ impl Session {
             }
             None => {}
         }
+        // §6.7: what came under the set disabled by Notification after that probe's verdict
+        // (and before the reduction was answered, which then judges it) is still its finding.
+        if !self.narrowing_violations.is_empty() {
+            let d = format!(
+                "after a set was disabled by Notification: {}",
+                self.narrowing_violations.join("; ")
+            );
+            let id = "policy.notification-narrowing-respected";
+            self.rec.record(id, Status::Fail, d);
+        }
+        // JSON-RPC 2.0 §5: a response answers a request, once (a late answer to a request
+        // the checker stopped waiting for is lateness, already reported where it waited).
+        let responses = "rpc.responses-answer-requests";
+        if self.stray.is_empty() {
+            let d = "every response the server sent answered a request of the checker's, once";
+            self.rec.record(responses, Status::Pass, d);
+        } else {
+            let what = self.stray.listed(
+                "answered no request of the checker's (JSON-RPC 2.0 §5: a response answers \
+                 one request, once)",
+            );
+            self.rec.record(responses, Status::Fail, what);
+        }
         let direction = "rpc.methods-direction";
         let against_reading = self.foreign.describe_against_reading("server");
         match (self.foreign.describe_wrong_way("server"), against_reading) {
@@ -560,6 +583,15 @@ impl Session {
                 Status::Fail,
                 format!("featureSet {fs:?} is not declared"),
             );
+        } else if self.reduction_answered
+            && (self.reduced.contains(fs) || self.notified_disabled.contains(fs))
+        {
+            // Judged by the reduction check once the server has answered it, for every set
+            // it keeps disabled: the one disabled by Notification too, whose own check was
+            // settled before (a message under it after the reduction went unjudged).
+            self.reduction_violations
+                .push(format!("{} under featureSet {fs:?}", t.method));
+            *self.reduction_hits.entry(t.declared).or_default() += 1;
         } else if self.notified_disabled.contains(fs) {
             // Judged by the narrowing check, once the server has read the Notification.
             if self.narrowing_read {
@@ -567,12 +599,7 @@ impl Session {
                     .push(format!("{} under featureSet {fs:?}", t.method));
             }
         } else if self.reduced.contains(fs) {
-            // Judged by the reduction check, and only once the server has answered it.
-            if self.reduction_answered {
-                self.reduction_violations
-                    .push(format!("{} under featureSet {fs:?}", t.method));
-                *self.reduction_hits.entry(t.declared).or_default() += 1;
-            }
+            // Disabled by the reduction, not yet answered: refused, not the server's failure.
         } else if self.narrowed.is_some() && self.ready && !self.available(fs) {
             // A narrowed session: judged against its grant, unless the capability the
             // message needs was already withheld (that is the finding).

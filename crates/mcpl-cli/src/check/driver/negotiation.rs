@@ -385,19 +385,10 @@ impl Session {
         self.narrowing_read = true;
         let asked = if hook.is_some() {
             let params = self.hook_params(1);
+            // An injection under `set` is this check's finding, said as the answer is read
+            // ([`Session::judge_hook_answer`]).
             match self.request(BeforeInference::NAME, params.clone()) {
-                Reply::Result(r) => {
-                    let injected = r
-                        .get("contextInjections")
-                        .and_then(Value::as_array)
-                        .map_or(0, Vec::len);
-                    if injected > 0 && r.get("featureSet") == Some(&json!(set)) {
-                        self.narrowing_violations.push(format!(
-                            "beforeInference injected {injected} item(s) under featureSet {set:?}"
-                        ));
-                    }
-                    true
-                }
+                Reply::Result(_) => true,
                 other => {
                     self.later_hook_answered(&params, other);
                     false
@@ -536,24 +527,12 @@ impl Session {
         if policy::before_inference_applies(&self.grant) {
             let params = self.hook_params(2);
             let reply = self.request(BeforeInference::NAME, params.clone());
-            if let Reply::Result(r) = reply {
+            // A set the reduction keeps disabled is its concern, and so is a featureSet that
+            // names none (one rule with pushes and inference requests), said as the answer
+            // is read ([`Session::judge_hook_answer`]); a missing or undeclared one is the
+            // hooks checks' finding.
+            if let Reply::Result(_) = reply {
                 self.after_reduction += 1;
-                let injected = r
-                    .get("contextInjections")
-                    .and_then(Value::as_array)
-                    .map_or(0, Vec::len);
-                // A set this reduction disabled is its concern, and so is a featureSet that
-                // names none (no string; one rule with pushes and inference requests); a
-                // missing or undeclared one is the hooks checks' finding.
-                let what = format!("beforeInference injected {injected} item(s)");
-                match r.get("featureSet") {
-                    _ if injected == 0 => {}
-                    Some(Value::String(fs)) if self.reduced.contains(fs) => self
-                        .reduction_violations
-                        .push(format!("{what} under featureSet {fs:?}")),
-                    Some(tag) if !tag.is_string() => self.unnamed_after_reduction(&what, tag),
-                    _ => {}
-                }
             } else {
                 self.later_hook_answered(&params, reply);
             }

@@ -429,58 +429,17 @@ impl Session {
     }
 
     /// One `context/beforeInference` when this session's grant lets the host send it
-    /// (§5.3, §10.1): each injection is authorized against the grant at receipt (§5.4) and
-    /// must come under a set the grant leaves available (§6.5).
+    /// (§5.3, §10.1): its answer is judged as every hook answer is
+    /// ([`Session::judge_hook_answer`]): each injection authorized against the grant at
+    /// receipt (§5.4), under a set the grant leaves available (§6.5).
     fn narrowed_hook(&mut self) {
         if !self.ready || !policy::before_inference_applies(&self.grant) {
             return;
         }
         let params = self.hook_params(0);
-        let result = match self.request(BeforeInference::NAME, params.clone()) {
-            Reply::Result(result) => result,
-            other => return self.later_hook_answered(&params, other),
-        };
-        let defects = inspect::before_inference_defects(&result);
-        if !defects.is_empty() {
-            self.rec
-                .record("hooks.injection-shape", Status::Fail, defects.join("; "));
-        }
-        let injections = match result.get("contextInjections") {
-            Some(Value::Array(a)) if !a.is_empty() => a.clone(),
-            _ => return,
-        };
-        let named = result.get("featureSet").and_then(Value::as_str);
-        for (i, inj) in injections.iter().enumerate() {
-            if let Err(e) = policy::authorize_injection(&self.grant, inj) {
-                let detail = format!("beforeInference contextInjections[{i}]: {e}");
-                self.narrowing_finding(
-                    policy::authorize_injection(&self.full_grant(), inj).is_ok(),
-                    "hooks.injection-positions",
-                    detail,
-                );
-            }
-            let leaf = inj
-                .get("position")
-                .and_then(Value::as_str)
-                .and_then(Capability::for_position);
-            if let (Some(fs), Some(leaf)) = (named, leaf) {
-                self.note_use(fs.to_owned(), Requirement::One(leaf));
-            }
-        }
-        match named {
-            Some(fs) if !self.declared(fs) => self.rec.record(
-                "hooks.feature-set-declared",
-                Status::Fail,
-                format!("injections under featureSet {fs:?}, which is not declared"),
-            ),
-            Some(fs) if !self.available(fs) => {
-                let detail = format!(
-                    "beforeInference injected {} item(s) under featureSet {fs:?}",
-                    injections.len()
-                );
-                self.unavailable_use(fs, "hooks.feature-set-declared", detail);
-            }
-            _ => {}
+        let reply = self.request(BeforeInference::NAME, params.clone());
+        if !matches!(reply, Reply::Result(_)) {
+            self.later_hook_answered(&params, reply);
         }
     }
 

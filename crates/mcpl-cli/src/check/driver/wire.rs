@@ -56,7 +56,12 @@ impl Session {
             self.hook_path.begin();
         }
         let lifecycle = mcpl::session::ChannelLifecycle::of(method, Some(&params));
+        // Every hook answer is judged ([`super::hooks`]), whichever step asked.
+        let sent = (method == BeforeInference::NAME).then(|| params.clone());
         let reply = self.request_as(method, params, true);
+        if let (Some(params), Reply::Result(result)) = (&sent, &reply) {
+            self.judge_hook_answer(params, result);
+        }
         if let Some(op) = &lifecycle {
             self.settle_lifecycle(op, &reply);
         }
@@ -107,7 +112,7 @@ impl Session {
             return Reply::Closed(self.closed.clone().unwrap_or_default());
         }
         self.last_request = Some(msg);
-        let marks = (self.junk.count, self.invalid.count);
+        let marks = (self.junk.count, self.invalid.count, self.stray.count);
         // The requests and notifications that came while waiting (a flood is no answer).
         let mut others = Others::default();
         let mut deadline = Instant::now() + self.timing.step;
@@ -187,7 +192,7 @@ impl Session {
     /// [`Session::silent_marks`], the last of each quoted), and the line the server left
     /// without its end, if any; `None` when none of these.
     fn meanwhile(&self, others: &Others) -> Option<String> {
-        let (junk, invalid) = self.silent_marks;
+        let (junk, invalid, stray) = self.silent_marks;
         let mut parts = Vec::new();
         if let Some(last) = &others.last {
             parts.push(format!(
@@ -198,6 +203,7 @@ impl Session {
         for (sample, since, what) in [
             (&self.junk, junk, "not JSON"),
             (&self.invalid, invalid, "not valid JSON-RPC"),
+            (&self.stray, stray, "answering no request of the checker's"),
         ] {
             let n = sample.count.saturating_sub(since);
             if n > 0 {
@@ -452,14 +458,39 @@ impl Session {
             {
                 tracing::debug!("late response to timed-out request {:?}", r.id);
             }
-            Ok(Message::Response(r)) => self.invalid.push(format!(
-                "response to an id the checker never sent or already settled: {}",
-                r.id.map_or("null".to_owned(), |i| i.to_string())
-            )),
+            // A valid message that answers nothing (JSON-RPC 2.0 §5: a response answers a
+            // request, once): `rpc.responses-answer-requests`, as the library's peer reports
+            // it (`Diagnostic::UnknownResponse`), not `transport.frames-valid`.
+            Ok(Message::Response(r)) => {
+                let stray = self.stray_response(r.id.as_ref());
+                self.stray.push(stray);
+            }
             Ok(Message::Notification(n)) => self.server_message(None, &n.method, n.params),
             Ok(Message::Request(r)) => self.server_message(Some(r.id), &r.method, r.params),
         }
         Handled::Continue
+    }
+
+    /// How a response under `id` that answers no request of the checker's still awaited is
+    /// said: the checker's ids are the integers it counted up to [`Session::next_id`], so
+    /// one among them was answered already (or ended unusable); any other, `null` included
+    /// (every request the checker sends is valid, so none is owed an answer under id null),
+    /// was never sent. At most [`MAX_QUOTED_ID_CHARS`] of the id are quoted.
+    fn stray_response(&self, id: Option<&RequestId>) -> String {
+        let ours = match id {
+            Some(RequestId::Number(n)) => n.as_i64().filter(|n| (1..=self.next_id).contains(n)),
+            _ => None,
+        };
+        match (ours, id) {
+            (Some(n), _) => format!("a second response to request {n}, already answered"),
+            (None, Some(id)) => {
+                let id: String = id.to_string().chars().take(MAX_QUOTED_ID_CHARS).collect();
+                format!("a response under id {id}, which the checker never sent")
+            }
+            (None, None) => "a response under id null, to no request the checker sent \
+                             (each of its requests is valid)"
+                .to_owned(),
+        }
     }
 
     /// A response (no `method`) whose numeric id is written with a fraction or an exponent
