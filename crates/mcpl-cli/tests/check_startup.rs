@@ -172,3 +172,18 @@ fn a_server_echoing_the_checkers_requests_is_named() {
     assert!(stdout.is_empty(), "{stdout}");
     assert!(stderr.contains("echoes its input"), "{stderr}");
 }
+
+/// A server that answers `initialize` under an id the checker never sent (the string `"1"`
+/// for the number 1) and exits: the startup error quotes that response among what it wrote
+/// instead of an answer. It said so while such a response counted as invalid JSON-RPC; once
+/// it counted under `rpc.responses-answer-requests` the error had dropped it.
+#[test]
+fn a_response_under_another_id_before_exiting_is_quoted() {
+    let script = "read l; printf '{\"jsonrpc\":\"2.0\",\"id\":\"1\",\"result\":{}}\\n'; \
+                  sleep 0.2; exit 1";
+    let (code, stdout, stderr) = check(&["--json", "--", "sh", "-c", script]);
+    assert_eq!(code, 2, "{stdout}\n{stderr}");
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert!(error.contains("which the checker never sent"), "{error}");
+}

@@ -569,6 +569,12 @@ impl Session {
         if !self.invalid.is_empty() {
             wrote.push(self.invalid.summary("invalid JSON-RPC"));
         }
+        if !self.stray.is_empty() {
+            wrote.push(
+                self.stray
+                    .summary("responses to no request of the checker's"),
+            );
+        }
         Some(if wrote.is_empty() {
             ended
         } else {

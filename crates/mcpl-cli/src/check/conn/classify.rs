@@ -114,19 +114,32 @@ pub(super) fn classify_text(
     read: &Received<'_>,
     transcript: Option<&Transcript>,
 ) -> Classified {
-    if read.json_lead {
-        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(read.message) {
+    if !read.json_lead {
+        let (event, refused) = classify_received(raw, read, transcript);
+        return Classified::One(event, refused);
+    }
+    // [`classify_answered`] of the message, parsed once: the several test runs only on a
+    // text the parser refused.
+    let text = read.message;
+    match serde_json::from_str::<Value>(text) {
+        Ok(v) => {
+            if let Some(t) = transcript {
+                t.write("received", v.clone());
+            }
+            Classified::One(Event::Frame(v), None)
+        }
+        Err(e) => {
             let limit = mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES;
             let several = mcpl::jsonrpc::trailing_detail(&e.to_string())
-                .then(|| mcpl::jsonrpc::several_values(read.message, limit))
+                .then(|| mcpl::jsonrpc::several_values(text, limit))
                 .flatten();
             if let Some(several) = several {
                 return Classified::Several(several);
             }
+            let refused = refusal(text, &e);
+            Classified::One(unparsed(text, e, transcript), refused)
         }
     }
-    let (event, refused) = classify_received(raw, read, transcript);
-    Classified::One(event, refused)
 }
 
 /// What [`classify_text`] read.
