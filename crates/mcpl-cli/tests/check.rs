@@ -407,7 +407,16 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ("hook-undeclared-set", &["hooks.feature-set-declared"]),
         ("bad-incoming", &["channels.incoming-shape"]),
         ("accepts-contradiction", &["policy.contradiction-rejected"]),
-        ("notification-ready", &["policy.notification-not-ready"]),
+        // It pushes on any Notification carrying a grant: on the widening one each narrowed
+        // session sends once its policy is in force too (§6.7: discarded by a server).
+        (
+            "notification-ready",
+            &[
+                "policy.notification-not-ready",
+                "grant.narrowed-respected",
+                "featuresets.narrowed-respected",
+            ],
+        ),
         ("strict-members", &["rpc.unknown-members-ignored"]),
         ("close-32004", &["channels.close-unknown-error"]),
         ("lifecycle-crash", &["lifecycle.defensive"]),

@@ -14,13 +14,16 @@ use serde_json::{json, Value};
 
 use super::conn::Conn;
 
+mod authority;
 mod channels;
 mod hook_path;
 mod hooks;
+mod in_force;
 mod judge;
 mod negotiation;
 mod probes;
 mod sessions;
+mod widening;
 mod wire;
 
 pub use sessions::{run, Reconnect, DEFAULT_SESSIONS};
@@ -193,6 +196,10 @@ struct Session {
     privileged_after_ready: usize,
     /// Those outside the grant.
     outside_grant: Listed,
+    /// Member names repeated in the answer awaited, for an answer that decides authority.
+    doubled: authority::Doubled,
+    /// The manifest in force (§17.5): the host's review of what `mcpl/manifest` served.
+    in_force: in_force::InForce,
     /// The manifest `mcpl/manifest` returned, for the unknown-member probe.
     fetched: Option<Value>,
     /// The `channels/list` result, for the unknown-member and unknown-channel probes.
@@ -261,6 +268,8 @@ struct Session {
     /// In a narrowed session: uses of a set this session's grant leaves unavailable and the
     /// full grant left available (`featuresets.narrowed-respected`).
     narrowed_unavailable: Listed,
+    /// In a narrowed session: the §6.7 widening Notification's probe.
+    widening: widening::Widening,
     /// Feature sets seen in a tagged use (push events, inference requests, injections):
     /// the sets later sessions disable in turn.
     used_sets: BTreeSet<String>,
@@ -381,6 +390,8 @@ impl Session {
             privileged_unaccepted: Listed::default(),
             privileged_after_ready: 0,
             outside_grant: Listed::default(),
+            doubled: authority::Doubled::default(),
+            in_force: in_force::InForce::default(),
             fetched: None,
             listed: None,
             ping_answered: false,
@@ -413,6 +424,7 @@ impl Session {
             narrowed: None,
             narrowed_outside: Listed::default(),
             narrowed_unavailable: Listed::default(),
+            widening: widening::Widening::default(),
             used_sets: BTreeSet::new(),
             sent_policy: None,
             start_error: None,
@@ -604,6 +616,7 @@ impl Session {
             return;
         }
         self.adopt_declarations(sets.clone());
+        self.review_initial(&mcpl, &capabilities);
         let advertised = capability::advertised_from_capabilities(&capabilities).capabilities;
         let host_grant = match HostGrant::compute(advertised, host_policy()) {
             Ok(g) => g,
@@ -631,7 +644,7 @@ impl Session {
         self.rollback_unknown_checkpoint();
         self.close_unknown_channel();
         self.defensive_lifecycle();
-        self.host_grant = Some(host_grant);
+        self.host_grant = Some(self.grant_in_force(host_grant));
     }
 
     /// `manifest.feature-set-count` recorded ([`inspect::feature_set_count`]); whether the

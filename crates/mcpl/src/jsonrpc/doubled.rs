@@ -65,8 +65,7 @@ pub(crate) fn decides_authority(method: Option<&str>) -> bool {
 /// granted. Reading (§5.4, fail closed; I-JSON, RFC 7493 §2.3, which `mcpl validate`
 /// applies to the same text): the request fails as its answer could not be read (the
 /// peer's `invalid response`), reported, and the repeat is never taken as its last copy.
-#[cfg(feature = "runtime")]
-pub(crate) fn answer_read_whole(method: &str) -> bool {
+pub fn answer_read_whole(method: &str) -> bool {
     method == "initialize" || method == "mcpl/manifest"
 }
 

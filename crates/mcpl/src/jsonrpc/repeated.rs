@@ -16,6 +16,10 @@
 use std::collections::HashSet;
 use std::fmt;
 
+/// Which answers are read whole with this scan (`initialize`, `mcpl/manifest`): the library's
+/// peer and `mcpl check` refuse one naming a member twice (§5.4).
+pub use super::doubled::answer_read_whole;
+
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// Characters of a repeated name quoted (a longer one is cut, marked `…`).

@@ -4,7 +4,7 @@
 //! first answer is well-formed and a later one is not fails them, where only the first was
 //! judged.
 
-use mcpl::capability::{Capability, Requirement};
+use mcpl::capability::{Capability, CapabilitySet, Requirement};
 use mcpl::policy;
 use serde_json::Value;
 
@@ -81,7 +81,10 @@ impl Session {
         let what = format!("{what} under featureSet {fs:?}");
         let disabled_by_probe = self.reduced.contains(&fs) || self.notified_disabled.contains(&fs);
         if !self.declared(&fs) {
-            let detail = format!("{at}: injections under featureSet {fs:?}, which is not declared");
+            let detail = format!(
+                "{at}: injections under featureSet {fs:?}, which is not declared{}",
+                self.withdrawn_note(CapabilitySet::EMPTY, Some(&fs))
+            );
             self.rec.record(DECLARED, Status::Fail, detail);
         } else if self.reduction_answered && disabled_by_probe {
             // §6.7: every set the reduction keeps disabled, the Notification's included.

@@ -81,6 +81,7 @@ impl Session {
                 self.rec.skip_all(&[id, domains_id], &why);
             }
             Reply::Result(m) => {
+                self.take_fetched(&m);
                 self.judge_domains(domains_id, &m);
                 self.judge_revision(id, &announced, &m);
                 let what = "the manifest mcpl/manifest served after mcpl/manifestChanged";
@@ -581,7 +582,10 @@ impl Session {
             self.rec.record(
                 t.declared,
                 Status::Fail,
-                format!("featureSet {fs:?} is not declared"),
+                format!(
+                    "featureSet {fs:?} is not declared{}",
+                    self.withdrawn_note(CapabilitySet::EMPTY, Some(fs))
+                ),
             );
         } else if self.reduction_answered
             && (self.reduced.contains(fs) || self.notified_disabled.contains(fs))

@@ -24,6 +24,7 @@ impl Session {
         match self.request(ManifestFetch::NAME, json!({})) {
             Reply::Result(m) if m.is_object() => {
                 self.fetched = Some(m.clone());
+                self.take_fetched(&m);
                 let (st, d) = inspect::revision_matches(&m);
                 if st == Status::Fail {
                     self.rec.record(
@@ -67,6 +68,12 @@ impl Session {
                     "advertises a revision (§17) but mcpl/manifest failed: {} {:?}",
                     e.code, e.message
                 ),
+            ),
+            // An answer the host refuses (crate::check::driver::authority): no manifest.
+            other @ Reply::Invalid(_) => self.rec.record(
+                "manifest.fetch",
+                Status::Fail,
+                format!("mcpl/manifest got {}", other.describe()),
             ),
             other => self.rec.record(
                 "manifest.fetch",
@@ -116,6 +123,9 @@ impl Session {
         let what = format!("{method} with an unknown params member");
         match self.request(method, probe) {
             Reply::Result(r) => {
+                if method == ManifestFetch::NAME && r.is_object() {
+                    self.take_fetched(&r);
+                }
                 let same = match &before {
                     Some(b) if method == ManifestFetch::NAME => {
                         same_manifest(&r, b) || self.changed_seen > 0
@@ -338,8 +348,11 @@ impl Session {
             return;
         }
         if !policy::before_inference_applies(&self.grant) {
-            let why = "injection not granted";
-            self.rec.skip_all(&hooks, why);
+            let why = format!(
+                "injection not granted{}",
+                self.withdrawn_note(inject.into_iter().collect(), None)
+            );
+            self.rec.skip_all(&hooks, &why);
             return;
         }
         let params = self.hook_params(0);

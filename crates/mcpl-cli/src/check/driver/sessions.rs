@@ -423,6 +423,7 @@ impl Session {
         if !self.after_policy_exchange() {
             return;
         }
+        self.widening_notification(&granting(CapabilitySet::ALL));
         self.narrowed_hook();
         self.window();
         self.conclude();
@@ -511,10 +512,18 @@ impl Session {
             ),
         ];
         for (id, findings, seen, held, nothing) in verdicts {
+            let widening = self.after_widening(id);
             match (findings.is_empty(), seen) {
-                (false, _) => self.rec.record(id, Status::Fail, findings.join("; ")),
-                (true, 0) => self.rec.record(id, Status::Pass, nothing),
-                (true, n) => self.rec.record(id, Status::Pass, format!("{n} {held}")),
+                (false, _) => {
+                    let d = format!("{}{widening}", findings.join("; "));
+                    self.rec.record(id, Status::Fail, d);
+                }
+                (true, 0) => self
+                    .rec
+                    .record(id, Status::Pass, format!("{nothing}{widening}")),
+                (true, n) => self
+                    .rec
+                    .record(id, Status::Pass, format!("{n} {held}{widening}")),
             }
         }
     }

@@ -167,6 +167,7 @@ impl Session {
             }
             match self.handle_event(ev, Some(&id)) {
                 Handled::Awaited(reply) => {
+                    let reply = self.read_whole(method, reply);
                     let how = match &reply {
                         Reply::Error(e) => format!("error {}", e.code),
                         _ => "a result".to_owned(),
@@ -226,7 +227,10 @@ impl Session {
     pub(super) fn handle_event(&mut self, ev: Event, awaiting: Option<&RequestId>) -> Handled {
         self.settle();
         let v = match ev {
-            Event::Frame(v) => v,
+            Event::Frame(v) => {
+                self.frame_begins();
+                v
+            }
             Event::Junk(line) => {
                 self.junk.push(line);
                 return Handled::Continue;
@@ -294,6 +298,7 @@ impl Session {
                 return Handled::Continue;
             }
             Event::Repeated(what) => {
+                self.repeat_reported(&what);
                 self.repeated.push(what);
                 return Handled::Continue;
             }
@@ -315,7 +320,11 @@ impl Session {
             }
         };
         let Value::Array(items) = v else {
-            return self.handle_value(v, awaiting);
+            let handled = self.handle_value(v, awaiting);
+            if let Handled::Awaited(_) = handled {
+                self.awaited_in(None);
+            }
+            return handled;
         };
         if items.is_empty() {
             self.invalid.push("empty batch");
@@ -328,11 +337,12 @@ impl Session {
             return self.batch_too_large(&items, limit, awaiting);
         }
         self.batch = Some(Vec::new());
-        let mut items = items.into_iter();
-        while let Some(item) = items.next() {
+        let mut items = items.into_iter().enumerate();
+        while let Some((entry, item)) = items.next() {
             if let Handled::Awaited(r) = self.handle_value(item, awaiting) {
+                self.awaited_in(Some(entry));
                 // The rest was written after this response: judged once it is applied.
-                self.deferred.extend(items);
+                self.deferred.extend(items.map(|(_, item)| item));
                 if self.deferred.is_empty() {
                     self.flush_batch();
                 }
@@ -602,12 +612,13 @@ impl Session {
                     if self.grant.check(req).is_err() {
                         denied = true;
                         let needs = req.capabilities().sorted_paths().join(" / ");
+                        let why = self.withdrawn_note(req.capabilities(), None);
                         let revoked = self
                             .pre_reduction_grant
                             .is_some_and(|g| g.check(req).is_ok());
                         if self.narrowed.is_some() {
                             let full_allowed = self.full_grant().check(req).is_ok();
-                            let detail = format!("{method} needs {needs}, not granted");
+                            let detail = format!("{method} needs {needs}, not granted{why}");
                             self.narrowing_finding(
                                 full_allowed,
                                 "grant.messages-within-grant",
@@ -615,7 +626,7 @@ impl Session {
                             );
                         } else if !revoked {
                             self.outside_grant
-                                .push(format!("{method} needs {needs}, not granted"));
+                                .push(format!("{method} needs {needs}, not granted{why}"));
                         } else if self.reduction_answered {
                             self.reduction_violations
                                 .push(format!("{method}, though the reduction revoked {needs}"));

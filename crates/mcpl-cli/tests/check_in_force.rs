@@ -1,0 +1,194 @@
+//! `mcpl check` judges a server against the manifest in force (§17.5): the one it fetched
+//! after `mcpl/manifestChanged`, by the library host's own review (removals revoke at once,
+//! additions never grant), not the one presented at `initialize`. An answer that decides
+//! authority (`initialize`, `mcpl/manifest`) naming a member twice is refused whole, as the
+//! library host refuses it (§5.4, I-JSON). And a widening sent as a `featureSets/update`
+//! Notification once ready must be ignored by the server (§6.7).
+
+mod common;
+
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+use common::ids_with;
+
+const FIXTURE: &str = env!("CARGO_BIN_EXE_mcpl-scripted-server");
+/// A guard against a hanging run (the test then fails); not a timing assertion.
+const GUARD: Duration = Duration::from_secs(120);
+
+/// `mcpl check --json --timeout 1 --watch 0 ARGS -- FIXTURE MODE`: exit code and report.
+fn scripted(mode: &str, args: &[&str]) -> (i32, Value) {
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args(["check", "--json", "--timeout", "1", "--watch", "0"])
+        .args(args)
+        .args(["--", FIXTURE, mode])
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {:?}", out.stdout));
+    (out.status.code().unwrap(), doc)
+}
+
+fn check<'a>(doc: &'a Value, id: &str) -> &'a Value {
+    doc["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["id"] == id))
+        .unwrap_or_else(|| panic!("no {id} in {doc:#}"))
+}
+
+fn status<'a>(doc: &'a Value, id: &str) -> &'a str {
+    check(doc, id)["status"].as_str().unwrap_or_default()
+}
+
+fn detail<'a>(doc: &'a Value, id: &str) -> &'a str {
+    check(doc, id)["detail"].as_str().unwrap_or_default()
+}
+
+/// F1: a server announces (§17.3) and serves a manifest without `pushEvents` and without
+/// `demo.push`, then pushes under `demo.push`. The checker took the push (`accepted: true`)
+/// and passed `push.feature-set-declared` and `grant.messages-within-grant`, judging it
+/// against the manifest of `initialize`; the library host revokes at once what the fetched
+/// manifest removes (§17.5 step 3). Both checks now fail, saying the manifest withdrew it.
+#[test]
+fn a_push_under_what_the_fetched_manifest_withdrew_fails() {
+    let (code, doc) = scripted("withdraws-push", &["--quick"]);
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        ["grant.messages-within-grant", "push.feature-set-declared"]
+            .map(str::to_owned)
+            .into(),
+        "{doc:#}"
+    );
+    let declared = detail(&doc, "push.feature-set-declared");
+    assert!(
+        declared.contains("demo.push") && declared.contains("§17.5"),
+        "{declared}"
+    );
+    let grant = detail(&doc, "grant.messages-within-grant");
+    assert!(
+        grant.contains("pushEvents") && grant.contains("§17.5"),
+        "{grant}"
+    );
+    // The announcement itself was right.
+    assert_eq!(
+        status(&doc, "manifest.changed-domains-match"),
+        "pass",
+        "{doc:#}"
+    );
+    assert_eq!(code, 1);
+}
+
+/// F1: a server withdraws `contextHooks` and the set it injected under: a host no longer
+/// fans the hook out (nothing of it is granted now), so the hook checks are skipped saying
+/// why, where the checker sent it and passed an injection under the withdrawn set.
+#[test]
+fn no_hook_is_sent_once_the_fetched_manifest_withdrew_them() {
+    let (_, doc) = scripted("withdraws-hooks", &["--quick"]);
+    for id in [
+        "hooks.answers-without-observe",
+        "hooks.feature-set-declared",
+        "hooks.injection-positions",
+    ] {
+        assert_eq!(status(&doc, id), "skip", "{id}: {doc:#}");
+    }
+    let d = detail(&doc, "hooks.feature-set-declared");
+    assert!(d.contains("§17.5"), "{d}");
+}
+
+/// F1: a server withdraws only the set it injects under (`contextHooks` stays advertised)
+/// and goes on injecting under it: `hooks.feature-set-declared` fails (the set is not
+/// declared in the manifest in force), where it passed.
+#[test]
+fn an_injection_under_a_set_the_fetched_manifest_withdrew_fails() {
+    let (code, doc) = scripted("withdraws-hook-set", &["--quick"]);
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        ["hooks.feature-set-declared"].map(str::to_owned).into(),
+        "{doc:#}"
+    );
+    let d = detail(&doc, "hooks.feature-set-declared");
+    assert!(d.contains("demo.status") && d.contains("§17.5"), "{d}");
+    assert_eq!(code, 1);
+}
+
+/// F3: an `initialize` answer naming `mcpl` twice in `capabilities.experimental` (a manifest
+/// declaring nothing, then a full one). The checker read the last copy, passed
+/// `initialize.answered` and only warned under `transport.member-names-unique`; the library
+/// host refuses such an answer whole (`jsonrpc::repeated::answer_read_whole`). The strict host now
+/// refuses it too: `initialize.answered` fails, naming the member and why.
+#[test]
+fn an_initialize_answer_naming_a_member_twice_is_refused() {
+    let (code, doc) = scripted("authority-doubled-init", &["--quick"]);
+    assert_eq!(status(&doc, "initialize.answered"), "fail", "{doc:#}");
+    let d = detail(&doc, "initialize.answered");
+    assert!(
+        d.contains(r#""mcpl""#) && d.contains("decides authority") && d.contains("RFC 7493"),
+        "{d}"
+    );
+    assert_eq!(code, 1);
+}
+
+/// F3: an `mcpl/manifest` answer naming `pushEvents` twice (`false`, then `true`): the
+/// checker passed `manifest.fetch`; the strict host now refuses the answer whole, and
+/// `manifest.fetch` fails saying why. `transport.member-names-unique` keeps its meaning: it
+/// warns about the repeat, as for any message.
+#[test]
+fn a_manifest_answer_naming_a_member_twice_is_refused() {
+    let (code, doc) = scripted("authority-doubled-manifest", &["--quick"]);
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        ["manifest.fetch"].map(str::to_owned).into(),
+        "{doc:#}"
+    );
+    let d = detail(&doc, "manifest.fetch");
+    assert!(
+        d.contains(r#""pushEvents""#) && d.contains("decides authority"),
+        "{d}"
+    );
+    assert_eq!(
+        status(&doc, "transport.member-names-unique"),
+        "warn",
+        "{doc:#}"
+    );
+    assert_eq!(code, 1);
+}
+
+/// F4: no widening `featureSets/update` Notification was ever sent once ready, so a server
+/// that acts on one (§6.7: it must discard its `effectiveCapabilities`, `enabled` and any
+/// widening) passed every session. Each narrowed session now sends the full grant as a
+/// Notification once its narrowed policy is in force; under "nothing granted" this server
+/// then pushes, and `grant.narrowed-respected` fails, saying the push came after that
+/// Notification.
+#[test]
+fn a_server_acting_on_a_widening_notification_fails_the_narrowed_check() {
+    let (code, doc) = scripted("honours-widening", &["--sessions", "2"]);
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        ["grant.narrowed-respected"].map(str::to_owned).into(),
+        "{doc:#}"
+    );
+    let d = detail(&doc, "grant.narrowed-respected");
+    assert!(
+        d.contains("push/event") && d.contains("Notification") && d.contains("§6.7"),
+        "{d}"
+    );
+    assert_eq!(code, 1);
+}
+
+/// A server that discards a Notification's widening (the scripted fixture, by the library's
+/// `ServerPolicyState`) passes the narrowed checks, which say the Notification was sent.
+#[test]
+fn a_server_discarding_a_widening_notification_passes() {
+    let (code, doc) = scripted("good", &["--sessions", "2"]);
+    assert_eq!(ids_with(&doc, "fail"), Default::default(), "{doc:#}");
+    // The narrowed session's own verdict (the top-level one sums the sessions up).
+    let d = check(&doc["sessions"][1], "grant.narrowed-respected")["detail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(d.contains("Notification") && d.contains("§6.7"), "{d}");
+    assert_eq!(code, 0);
+}
