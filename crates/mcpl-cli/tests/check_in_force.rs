@@ -82,6 +82,23 @@ fn a_push_under_what_the_fetched_manifest_withdrew_fails() {
     assert_eq!(code, 1);
 }
 
+/// The same withdrawal in a manifest past the host's feature-set bound (2,000 more sets):
+/// the library host reads only its removals (`ManifestReview::on_fetched_past_bound`, §17.5
+/// step 1: a manifest it will not read whole must not leave broader authority standing), and
+/// so does the checker.
+#[test]
+fn a_withdrawal_past_the_feature_set_bound_still_applies() {
+    let (code, doc) = scripted("withdraws-push-many", &["--quick"]);
+    assert_eq!(
+        ids_with(&doc, "fail"),
+        ["grant.messages-within-grant", "push.feature-set-declared"]
+            .map(str::to_owned)
+            .into(),
+        "{doc:#}"
+    );
+    assert_eq!(code, 1);
+}
+
 /// F1: a server withdraws `contextHooks` and the set it injected under: a host no longer
 /// fans the hook out (nothing of it is granted now), so the hook checks are skipped saying
 /// why, where the checker sent it and passed an injection under the withdrawn set.
@@ -191,4 +208,70 @@ fn a_server_discarding_a_widening_notification_passes() {
         .unwrap_or_default();
     assert!(d.contains("Notification") && d.contains("§6.7"), "{d}");
     assert_eq!(code, 0);
+}
+
+/// Runs `mcpl check --json --quick --timeout 1 --watch 0 -- sh -c SCRIPT`.
+fn check_script(script: &str) -> Value {
+    let out = Command::cargo_bin("mcpl")
+        .unwrap()
+        .args([
+            "check",
+            "--json",
+            "--quick",
+            "--timeout",
+            "1",
+            "--watch",
+            "0",
+        ])
+        .args(["--", "sh", "-c", script])
+        .timeout(GUARD)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {:?}", out.stdout))
+}
+
+/// A server that answers `initialize` (id 1) with `entries` (a batch's text), then answers
+/// each request `{}` (a policy with `{"accepted":true}`).
+fn batch_answering(entries: &str) -> String {
+    format!(
+        "read l; printf '%s\\n' '{entries}'; \
+         while read l; do \
+         id=$(printf '%s' \"$l\" | sed -n 's/^{{\"id\":\\([0-9]*\\),.*/\\1/p'); \
+         [ -z \"$id\" ] && continue; \
+         case \"$l\" in *featureSets/update*) r='{{\"accepted\":true}}';; *) r='{{}}';; esac; \
+         printf '{{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}}\\n' \"$id\" \"$r\"; \
+         done"
+    )
+}
+
+/// The `initialize` answer (id 1), MCPL 0.5 with nothing advertised; `mcpl` its
+/// `experimental` members' text.
+fn init_answer(mcpl: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"result":{{"protocolVersion":"2025-06-18","capabilities":{{"experimental":{{{mcpl}}}}},"serverInfo":{{"name":"s","version":"1"}}}}}}"#
+    )
+}
+
+/// F3 in a batch: the `initialize` answer naming `mcpl` twice as the second entry of a batch
+/// is refused as when it comes alone, while a repeat in another entry of the batch (a
+/// notification's data) leaves the answer read: only the entry that answers decides.
+#[test]
+fn in_a_batch_only_the_answering_entry_decides() {
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"a":1,"a":2}}}"#;
+    let plain = init_answer(r#""mcpl":{"version":"0.5"}"#);
+    let doc = check_script(&batch_answering(&format!("[{note},{plain}]")));
+    assert_eq!(status(&doc, "initialize.answered"), "pass", "{doc:#}");
+    assert_eq!(
+        status(&doc, "transport.member-names-unique"),
+        "warn",
+        "{doc:#}"
+    );
+    let quiet = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#;
+    let doubled =
+        init_answer(r#""mcpl":{"version":"0.5","featureSets":{}},"mcpl":{"version":"0.5"}"#);
+    let doc = check_script(&batch_answering(&format!("[{quiet},{doubled}]")));
+    assert_eq!(status(&doc, "initialize.answered"), "fail", "{doc:#}");
+    let d = detail(&doc, "initialize.answered");
+    assert!(d.contains(r#""mcpl""#) && d.contains("[1]"), "{d}");
 }

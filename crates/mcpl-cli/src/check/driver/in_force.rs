@@ -17,6 +17,7 @@ use std::time::SystemTime;
 
 use mcpl::capability::{CapabilitySet, Grant};
 use mcpl::manifest::review::ManifestReview;
+use mcpl::manifest::DEFAULT_MAX_FEATURE_SETS as MAX_FEATURE_SETS;
 use mcpl::policy::{self, FeatureSetStatus, HostGrant};
 use serde_json::Value;
 
@@ -61,7 +62,15 @@ impl Session {
         };
         let before = review.advertised();
         let declared_before: Vec<String> = review.declarations().sets.keys().cloned().collect();
-        let outcome = review.on_fetched(fetched, self.announced.as_deref(), SystemTime::now());
+        // Past the feature-set bound only its removals apply, as in the library host
+        // (`on_fetched_past_bound`: the sets in force are read, the fetched ones not built).
+        let within = mcpl::manifest::feature_set_count(fetched) <= MAX_FEATURE_SETS;
+        let now = SystemTime::now();
+        let outcome = if within {
+            review.on_fetched(fetched, self.announced.as_deref(), now)
+        } else {
+            review.on_fetched_past_bound(fetched, now)
+        };
         if outcome.receipt().is_none() {
             return; // unchanged, or unusable: the manifest in force stands
         }
