@@ -96,6 +96,18 @@ fn a_withdrawal_past_the_feature_set_bound_still_applies() {
             .into(),
         "{doc:#}"
     );
+    // The served manifest is judged as at `initialize` (§17.5): its warning replaces the
+    // initial manifest's pass, which it had left standing (a warning never replaced one).
+    assert_eq!(
+        status(&doc, "manifest.feature-set-count"),
+        "warn",
+        "{doc:#}"
+    );
+    let d = detail(&doc, "manifest.feature-set-count");
+    assert!(
+        d.contains("mcpl/manifest served") && d.contains("2003"),
+        "{d}"
+    );
     assert_eq!(code, 1);
 }
 

@@ -272,6 +272,18 @@ impl Recorder {
         }
     }
 
+    /// [`Self::record`], except that a `warn` also replaces an earlier `pass`: for a verdict
+    /// on something seen later that the earlier pass did not cover (a manifest served after
+    /// `initialize`, §17.5).
+    pub fn record_worse(&mut self, id: &str, status: Status, detail: impl Into<String>) {
+        if status == Status::Warn && self.status(id) == Some(Status::Pass) {
+            if let Some(i) = self.catalogue.iter().position(|d| d.id == id) {
+                self.results[i] = None;
+            }
+        }
+        self.record(id, status, detail);
+    }
+
     /// The ids that failed so far, in catalogue order.
     pub fn failed(&self) -> Vec<&'static str> {
         self.catalogue

@@ -44,7 +44,7 @@ impl Session {
         }
         for (id, (st, d)) in found {
             if matches!(st, Status::Fail | Status::Warn) {
-                self.rec.record(id, st, format!("{what}: {d}"));
+                self.rec.record_worse(id, st, format!("{what}: {d}"));
             }
         }
     }
