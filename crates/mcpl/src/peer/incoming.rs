@@ -285,9 +285,10 @@ pub(super) enum Item {
     /// An `inference/lifecycle` notification read into its type (only once
     /// [`Peer::read_lifecycle_typed`] asked for it).
     Lifecycle(Box<LifecycleParams>, usize),
-    /// A policy Request refused before it was read (its reply written), told to an owner
-    /// that answers the policy Request itself (`reader::refusing_policy`, §6.7).
-    PolicyUnread,
+    /// A policy message refused before it was read (a Request's reply written; a
+    /// Notification's only reported), in this form, told to an owner that answers the
+    /// policy Request itself (`reader::refusing_policy`, §6.7).
+    PolicyUnread(crate::policy::Form),
 }
 
 impl Item {
@@ -297,7 +298,7 @@ impl Item {
             Item::Message(_, bytes) | Item::Response(_, bytes) | Item::Lifecycle(_, bytes) => {
                 *bytes
             }
-            Item::PolicyUnread => 0,
+            Item::PolicyUnread(_) => 0,
         }
     }
 }
@@ -308,8 +309,9 @@ pub(crate) enum Typed {
     Ordered(Ordered),
     /// An `inference/lifecycle` notification's params (§10.5), read straight from its text.
     Lifecycle(Box<LifecycleParams>),
-    /// A policy Request refused before it was read, already answered ([`Item::PolicyUnread`]).
-    PolicyUnread,
+    /// A policy message refused before it was read, in this form (a Request already
+    /// answered; [`Item::PolicyUnread`]).
+    PolicyUnread(crate::policy::Form),
 }
 
 /// What [`Incoming::recv_ordered`] returns, in wire order.
@@ -365,7 +367,7 @@ impl Incoming {
                     }))
                 }
                 // Told only to a driver that reads typed; its refusal is already written.
-                Typed::PolicyUnread => continue,
+                Typed::PolicyUnread(_) => continue,
             });
         }
     }
@@ -379,7 +381,7 @@ impl Incoming {
             Item::Message(m, _) => Typed::Ordered(Ordered::Message(m)),
             Item::Response(r, _) => Typed::Ordered(Ordered::Response(r)),
             Item::Lifecycle(p, _) => Typed::Lifecycle(p),
-            Item::PolicyUnread => Typed::PolicyUnread,
+            Item::PolicyUnread(form) => Typed::PolicyUnread(form),
         })
     }
 

@@ -157,8 +157,9 @@ pub(super) enum Parsed {
     /// The reply refusing a policy Request before it was read (`refusing_policy`), and the
     /// owner told of it in wire order ([`Item::PolicyUnread`]).
     ReplyUnreadPolicy(Value),
-    /// The owner told of a policy Request refused unread (its reply in a batch's answer).
-    PolicyUnread,
+    /// The owner told of a policy message refused unread, in this form (a Request's reply in
+    /// a batch's answer or written already; a Notification is never answered).
+    PolicyUnread(crate::policy::Form),
 }
 
 /// Whether `method` is the policy Request (§6.7) on a connection whose owner answers it
@@ -525,6 +526,15 @@ pub(super) fn take_read(
         Read::UnparsedBatch { ids, error } => {
             super::unparsed::answer_batch(shared, ids, &error, replies)
         }
+        Read::UnparsedPolicy { error, form } => {
+            let answered = take_top(shared, Err(error), inbound, replies, &[]);
+            let policy = crate::protocol::feature_sets::FeatureSetsUpdate::NAME;
+            let told = refusing_policy(shared, Some(policy)).then_some(Parsed::PolicyUnread(form));
+            return match deliver_now(shared, told, inbound, replies) {
+                Ok(()) => answered,
+                Err(item) => Err(Box::new((item, Vec::new().into_iter()))),
+            };
+        }
         Read::UnparsedRequest { id, error, policy } => {
             super::unparsed::answer_request(shared, id, &error, policy, replies)
         }
@@ -606,7 +616,7 @@ fn take_top(
                         Parsed::Reply(v) => refused.push(v),
                         Parsed::ReplyUnreadPolicy(v) => {
                             refused.push(v);
-                            items.push(Parsed::PolicyUnread);
+                            items.push(Parsed::PolicyUnread(crate::policy::Form::Request));
                         }
                         other => items.push(other),
                     }
@@ -707,9 +717,9 @@ fn deliver_now(
         }
         Some(Parsed::ReplyUnreadPolicy(v)) => {
             let _ = replies.send(v.to_string());
-            Item::PolicyUnread
+            Item::PolicyUnread(crate::policy::Form::Request)
         }
-        Some(Parsed::PolicyUnread) => Item::PolicyUnread,
+        Some(Parsed::PolicyUnread(form)) => Item::PolicyUnread(form),
         // Weighed by the frame being taken (`Shared::reading`: a batch entry's share).
         Some(Parsed::Deliver(msg)) => Item::Message(msg, shared.reading.load(Ordering::Relaxed)),
         Some(Parsed::Lifecycle(p)) => Item::Lifecycle(p, shared.reading.load(Ordering::Relaxed)),
@@ -771,7 +781,7 @@ pub(super) fn undeliverable(shared: &Shared, item: Item) {
         Item::Lifecycle(..) => shared.diagnose(Diagnostic::UnhandledNotification {
             method: crate::protocol::lifecycle::InferenceLifecycle::NAME.into(),
         }),
-        Item::Message(IncomingMessage::Request(_), _) | Item::PolicyUnread => {}
+        Item::Message(IncomingMessage::Request(_), _) | Item::PolicyUnread(_) => {}
     }
     drop(item);
 }

@@ -204,7 +204,7 @@ pub(super) fn refuse(
                 outcome: Err(error),
             });
             let _ = replies.send(reply.to_json());
-            owner.then_some(Parsed::PolicyUnread)
+            owner.then_some(Parsed::PolicyUnread(crate::policy::Form::Request))
         }
         Then::Fail { trailing } => {
             if trailing {
@@ -228,7 +228,17 @@ pub(super) fn refuse(
             }
             Some(failed)
         }
-        Then::Report | Then::AnswerUnlessOurs(_) => None,
+        // A policy Notification (§6.7; no `id` read) refused unread: never answered (JSON-RPC
+        // 2.0 §4.1), but it may be a narrowing nobody read, so an owner that answers the
+        // policy itself holds nothing until it reads the next policy Request, told in wire
+        // order (`ServerState::handle_policy_unread_as`). Known only when its `method` was
+        // read (a line transport reads a discarded line's whole envelope).
+        Then::Report => {
+            let policy = !head.batch && head.method_name.as_deref() == Some(POLICY);
+            (policy && super::reader::refusing_policy(shared, Some(POLICY)))
+                .then_some(Parsed::PolicyUnread(crate::policy::Form::Notification))
+        }
+        Then::AnswerUnlessOurs(_) => None,
     }
 }
 

@@ -67,6 +67,14 @@ pub(super) enum Read {
         error: String,
         policy: bool,
     },
+    /// A single object the parser refuses that shows the policy message (§6.7) and no
+    /// request id read without doubt: answered as [`Read::Top`]'s error is (`-32700`,
+    /// `id: null`; a Notification's text too, as a text that does not parse), and an owner
+    /// that answers the policy itself is told it was refused unread, in `form`.
+    UnparsedPolicy {
+        error: serde_json::Error,
+        form: crate::policy::Form,
+    },
     /// A batch refused whole (it does not parse, holds more entries than
     /// [`PeerConfig::max_batch_entries`], or costs too much parsed) whose entries answer
     /// requests of ours (`ours`, [`ours_in_batch`]): each fails at once (`reason`), then
@@ -401,8 +409,25 @@ fn refused(trimmed: &str, e: serde_json::Error) -> Read {
             error: e.to_string(),
             policy: is_policy(trimmed),
         },
-        Unparsed::Request(None) => Read::Top(Err(e)),
+        Unparsed::Request(None) => match policy_form(trimmed) {
+            Some(form) => Read::UnparsedPolicy { error: e, form },
+            None => Read::Top(Err(e)),
+        },
     }
+}
+
+/// The form of the policy message (§6.7) `trimmed`, an object the parser refused with no
+/// request id read without doubt, shows ([`is_policy`]): a Notification when it shows no
+/// `id` member, else a Request whose id is in doubt (answered under a null id).
+fn policy_form(trimmed: &str) -> Option<crate::policy::Form> {
+    if !trimmed.contains(POLICY) {
+        return None;
+    }
+    let head = Head::read_str(trimmed);
+    (head.method_name.as_deref() == Some(POLICY)).then_some(match head.id {
+        crate::jsonrpc::head::IdSeen::Absent => crate::policy::Form::Notification,
+        _ => crate::policy::Form::Request,
+    })
 }
 
 /// The ids of the requests of the batch `trimmed` begins with, which the parser refused

@@ -30,7 +30,7 @@ pub(super) fn answer_request(
         outcome: Err(refused(error, policy, owner)),
     });
     let _ = replies.send(reply.to_json());
-    (policy && owner).then_some(Parsed::PolicyUnread)
+    (policy && owner).then_some(Parsed::PolicyUnread(crate::policy::Form::Request))
 }
 
 /// Answers each request of a batch the parser refused for what followed it (`ids`, each
@@ -58,7 +58,7 @@ pub(super) fn answer_batch(
         })
         .collect();
     let _ = replies.send(Value::Array(answers).to_string());
-    (unread && owner).then_some(Parsed::PolicyUnread)
+    (unread && owner).then_some(Parsed::PolicyUnread(crate::policy::Form::Request))
 }
 
 /// The `-32700` a request the parser refused is answered with: for the policy Request

@@ -427,6 +427,12 @@ impl ServerPolicyState {
         &self.declarations
     }
 
+    /// Grants nothing, keeping readiness and the selection: what a policy message that could
+    /// not be read leaves (§6.7, §6.4 fail closed), as malformed params do in [`Self::apply`].
+    pub fn grant_nothing(&mut self) {
+        self.take_grant(Grant::none());
+    }
+
     /// Back to the state before any policy was applied (not ready, nothing granted, no
     /// selection), keeping the declarations (still shared with the other connections).
     pub fn reset(&mut self) {

@@ -278,8 +278,8 @@ impl Driver {
                 self.state.handle_lifecycle(now, params);
                 return self.outputs();
             }
-            Typed::PolicyUnread => {
-                self.state.handle_policy_unread();
+            Typed::PolicyUnread(form) => {
+                self.state.handle_policy_unread_as(form);
                 return self.outputs();
             }
         };

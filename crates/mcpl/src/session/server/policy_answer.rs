@@ -20,19 +20,45 @@ impl super::ServerState {
     /// Request is read. Before (F6), the wider grant before it stayed in force. Does
     /// nothing before `initialize` or after the close.
     pub fn handle_policy_unread(&mut self) {
+        self.handle_policy_unread_as(Form::Request);
+    }
+
+    /// [`Self::handle_policy_unread`] for a policy message refused before it was read in
+    /// either `form`. A Notification (no `id`) refused unread (over a bound, or refused by
+    /// the parser; never answered, JSON-RPC 2.0 §4.1) is a grant of nothing too. Reading
+    /// (§6.7: a narrowing Notification is applied at once; §6.4 fail closed): what it asked
+    /// cannot be seen, so it may be a narrowing, and nothing is held until the next policy
+    /// Request is read; the user is told by the diagnostic (`policy_malformed`, form
+    /// Notification), since nothing answers the host. Before, the peer only reported the
+    /// refusal and the grant before it stayed. Does nothing before `initialize` or after
+    /// the close.
+    pub fn handle_policy_unread_as(&mut self, form: Form) {
         if self.closed || !self.initialized {
             return;
         }
         self.generation += 1;
-        let answer = answer_policy_request(&mut self.policy, self.rules.required, &Value::Null);
-        drop(answer);
+        let error = match form {
+            Form::Request => {
+                let answer =
+                    answer_policy_request(&mut self.policy, self.rules.required, &Value::Null);
+                drop(answer);
+                "refused before it was read (its id in use, not JSON-RPC 2.0, or over a bound \
+                 of the connection's: size, parse cost, buffer budget, nesting): nothing is \
+                 granted until the next policy Request (§6.7)"
+            }
+            Form::Notification => {
+                // As params that cannot be read do (`ServerPolicyState::apply`).
+                self.policy.grant_nothing();
+                "a policy Notification refused before it was read (over a bound of the \
+                 connection's: size, parse cost, buffer budget, nesting; or not JSON): it may \
+                 have been a narrowing, so nothing is granted until the next policy Request \
+                 (§6.7, §6.4 fail closed)"
+            }
+        };
         self.out.push_back(super::ServerOutput::Diagnostic(
             ServerDiagnostic::PolicyMalformed {
-                form: Form::Request,
-                error: "refused before it was read (its id in use, not JSON-RPC 2.0, or \
-                        over a bound of the connection's: size, parse cost, buffer budget, \
-                        nesting): nothing is granted until the next policy Request (§6.7)"
-                    .into(),
+                form,
+                error: error.into(),
             },
         ));
         self.after_policy();

@@ -1,6 +1,7 @@
 //! The handshake, readiness and the policy exchange (§3.2, §3.3, §4.1, §5.1, §5.3, §6.6, §6.7).
 
 use super::*;
+use crate::policy::Form;
 
 #[test]
 fn s5_3_handshake_then_policy_request_then_ready_in_mcpl() {
@@ -736,4 +737,34 @@ fn s6_7_a_policy_request_past_the_handler_budget_is_applied() {
     let receipt = answer(&p, 502);
     assert_eq!(receipt["result"]["accepted"], true, "{receipt}");
     assert!(!p.server.grant().allows(Capability::PushEvents));
+}
+
+#[test]
+fn s6_7_a_policy_notification_refused_unread_grants_nothing_and_says_so() {
+    // §6.7, §6.4 fail closed: an unread Notification may have been a narrowing, so the grant
+    // is dropped (readiness kept: only a Request sets it) and the driver's user told.
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    assert!(p.server.grant().allows(Capability::PushEvents));
+    let generation = p.server.generation();
+    p.server_out.clear();
+    p.server.handle_policy_unread_as(Form::Notification);
+    p.collect();
+    assert!(!p.server.grant().allows(Capability::PushEvents));
+    assert!(p.server.is_ready(), "a Notification never ends readiness");
+    assert!(p.server.generation() > generation);
+    assert!(
+        p.server_out.iter().any(|o| matches!(
+            o,
+            ServerOutput::Diagnostic(ServerDiagnostic::PolicyMalformed {
+                form: Form::Notification,
+                ..
+            })
+        )),
+        "{:?}",
+        p.server_out
+    );
+    assert!(p
+        .server
+        .request(p.now, "push/event", push(0, "e1")["params"].clone())
+        .is_err());
 }
