@@ -136,3 +136,121 @@ async fn a_request_whose_caller_went_away_is_cancelled_toward_the_host() {
         }
     }
 }
+
+/// A server whose tool `ask` asks the host's model the call's `q`.
+fn server_asking_q() -> Server {
+    Server::builder("asks", "1.0.0")
+        .feature_set(
+            "ask",
+            "Asks the host",
+            &[Capability::Tools, Capability::InferenceRequest],
+        )
+        .tool(
+            "ask",
+            "Asks the host's model",
+            json!({"type": "object"}),
+            |s, p| async move {
+                let q = p
+                    .arguments
+                    .as_ref()
+                    .and_then(|a| a.get("q"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_owned();
+                let params: InferenceRequestParams = serde_json::from_value(json!({
+                    "featureSet": "ask",
+                    "messages": [{"role": "user", "content": q}]
+                }))
+                .expect("params");
+                let r = s.inference_request(params).await;
+                Ok(ToolsCallResult::text(match r {
+                    Ok(r) => format!(
+                        "answered {}",
+                        serde_json::to_value(&r.content).unwrap_or_default()
+                    ),
+                    Err(e) => format!("failed {e}"),
+                }))
+            },
+        )
+        .build()
+        .unwrap()
+}
+
+/// With several requests of the server's in flight, the one whose caller went away is the
+/// one cancelled toward the host, whichever it is, and only it: the others are still
+/// answered to their callers. (The driver learns of a caller gone from its reply's drop,
+/// once per caller, rather than looking at every request in flight at each wake.)
+#[tokio::test]
+async fn of_several_requests_in_flight_only_the_one_whose_caller_went_away_is_cancelled() {
+    for cancel in ["a", "b", "c"] {
+        let server = server_asking_q();
+        let (host_end, server_end) = tokio::io::duplex(64 * 1024);
+        let (read, write) = tokio::io::split(host_end);
+        let (sr, sw) = tokio::io::split(server_end);
+        let _session = server.start(mcpl::transport::Transport::lines(sr, sw, "pipe"));
+        let mut host = RawHost {
+            lines: BufReader::new(read).lines(),
+            write,
+        };
+        host.send(json!({"jsonrpc": "2.0", "id": "i", "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18",
+                       "capabilities": {"experimental": {"mcpl":
+                           {"version": "0.5", "inferenceRequest": true}}},
+                       "clientInfo": {"name": "host", "version": "0"}}}))
+            .await;
+        assert_eq!(host.recv().await["id"], "i");
+        host.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        host.send(
+            json!({"jsonrpc": "2.0", "id": "p", "method": "featureSets/update",
+            "params": {"effectiveCapabilities": ["tools", "inferenceRequest"]}}),
+        )
+        .await;
+        assert_eq!(host.recv().await["result"]["accepted"], true);
+        // The inference each tool call asked, by the call's id.
+        let mut asked = std::collections::HashMap::new();
+        for q in ["a", "b", "c"] {
+            host.send(json!({"jsonrpc": "2.0", "id": q, "method": "tools/call",
+                "params": {"name": "ask", "arguments": {"q": q}}}))
+                .await;
+        }
+        while asked.len() < 3 {
+            let v = host.recv().await;
+            assert_eq!(v["method"], "inference/request", "{v}");
+            let q = v["params"]["messages"][0]["content"]
+                .as_str()
+                .expect("the question")
+                .to_owned();
+            asked.insert(q, v["id"].clone());
+        }
+        host.send(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": cancel, "reason": "the user gave up"}}),
+        )
+        .await;
+        let (mut answered, mut cancelled) = (false, false);
+        while !(answered && cancelled) {
+            let v = host.recv().await;
+            if v["id"] == cancel {
+                assert_eq!(v["error"]["code"], -32800, "{v}");
+                answered = true;
+            } else if v["method"] == "notifications/cancelled" {
+                assert_eq!(v["params"]["requestId"], asked[cancel], "{cancel}: {v}");
+                cancelled = true;
+            } else {
+                panic!("{cancel}: unexpected {v}");
+            }
+        }
+        for q in ["a", "b", "c"].into_iter().filter(|q| *q != cancel) {
+            host.send(json!({"jsonrpc": "2.0", "id": asked[q],
+                "result": {"content": format!("to {q}"), "model": "m", "finishReason": "end_turn"}}))
+                .await;
+            let v = host.recv().await;
+            assert_eq!(v["id"], q, "{cancel}: {v}");
+            let text = v["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(text.contains(&format!("to {q}")), "{cancel}: {v}");
+        }
+    }
+}

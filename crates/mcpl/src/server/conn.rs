@@ -115,6 +115,7 @@ impl Server {
             server: self.inner.clone(),
             peer: peer.clone(),
             commands,
+            callers_gone: Arc::default(),
             manifest_changed: Mutex::new(None),
             grant_tx,
             channels: watch::Sender::new(Vec::new()),
@@ -228,6 +229,10 @@ pub(super) struct Conn {
     /// ([`COMMANDS_QUEUED`](super::driver::COMMANDS_QUEUED)): an application call waits for
     /// room, as a handler's answer does.
     pub(super) commands: queue::Sender<Command>,
+    /// Marked when a caller of one of the server's own requests goes away unanswered
+    /// ([`super::caller::Reply`]): the driver sweeps its requests in flight then, not at
+    /// every wake.
+    pub(super) callers_gone: Arc<super::caller::CallersGone>,
     /// The tracker's changes not yet taken by the driver, merged into one (§17.8: they are
     /// announced coalesced anyway), so the tracker's callback never waits and never drops;
     /// [`Command::ManifestChanged`] wakes the driver for it.

@@ -249,9 +249,8 @@ impl Driver {
                     self.state.handle_timeout(Self::now());
                     self.outputs();
                 }
-                id = caller_gone(&mut self.waiting), if !self.waiting.is_empty() => {
-                    self.abandon(id);
-                    self.outputs();
+                () = self.conn.callers_gone.woken(), if !self.waiting.is_empty() => {
+                    self.sweep_callers_gone();
                 }
             }
             self.publish();
@@ -577,6 +576,25 @@ impl Driver {
         }
     }
 
+    /// Abandons each request whose caller went away ([`Self::abandon`]), once told one did
+    /// (`caller::CallersGone`): the requests in flight are looked at once per caller gone,
+    /// never at a wake for anything else.
+    fn sweep_callers_gone(&mut self) {
+        if !self.conn.callers_gone.take() {
+            return;
+        }
+        let gone: Vec<u64> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.reply.is_closed())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            self.abandon(id);
+        }
+        self.outputs();
+    }
+
     fn timed_out(&mut self, id: u64) {
         self.streams.remove(&id);
         let Some(w) = self.waiting.remove(&id) else {
@@ -854,20 +872,6 @@ impl Drop for ReadyRun {
     fn drop(&mut self) {
         self.end();
     }
-}
-
-/// The first request in `waiting` whose caller went away (its reply's receiver dropped);
-/// pending while every caller still waits, woken when one goes. Each poll looks at every
-/// request in flight (at most `PeerConfig::max_pending_requests`).
-fn caller_gone(waiting: &mut HashMap<u64, Waiting>) -> impl std::future::Future<Output = u64> + '_ {
-    std::future::poll_fn(move |cx| {
-        for (id, w) in waiting.iter_mut() {
-            if w.reply.poll_closed(cx).is_ready() {
-                return std::task::Poll::Ready(*id);
-            }
-        }
-        std::task::Poll::Pending
-    })
 }
 
 /// The state's id of a request it transmitted.

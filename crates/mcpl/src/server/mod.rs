@@ -118,6 +118,7 @@ use crate::protocol::hooks::{BeforeInferenceParams, BeforeInferenceResult};
 
 mod build_checks;
 mod builder;
+mod caller;
 mod conn;
 mod conn_state;
 mod dispatch;

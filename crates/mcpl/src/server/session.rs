@@ -56,17 +56,15 @@ impl std::fmt::Debug for Session {
 #[derive(Debug)]
 pub struct InferenceStream {
     pub(super) chunks: mpsc::Receiver<InferenceChunkParams>,
-    pub(super) result: Option<oneshot::Receiver<Result<Value, SendError>>>,
+    pub(super) result: Option<super::caller::Reply>,
     pub(super) done: Option<Result<InferenceResult, SendError>>,
 }
 
 /// The final result as the driver delivered it: decoded, or why there is none.
-fn final_result(
-    r: Result<Result<Value, SendError>, oneshot::error::RecvError>,
-) -> Result<InferenceResult, SendError> {
+fn final_result(r: Option<Result<Value, SendError>>) -> Result<InferenceResult, SendError> {
     match r {
-        Ok(out) => out.and_then(|v| Ok(decode_result(v)?)),
-        Err(_) => Err(SendError::Peer(PeerError::Closed(CloseReason::Dropped))),
+        Some(out) => out.and_then(|v| Ok(decode_result(v)?)),
+        None => Err(SendError::Peer(PeerError::Closed(CloseReason::Dropped))),
     }
 }
 
@@ -142,8 +140,10 @@ impl Session {
         method: &'static str,
         params: Value,
         stream: Option<StreamTx>,
-    ) -> Result<oneshot::Receiver<Result<Value, SendError>>, SendError> {
+    ) -> Result<super::caller::Reply, SendError> {
         let (reply, rx) = oneshot::channel();
+        // Dropped unanswered, it tells the driver (`caller::CallersGone`).
+        let rx = super::caller::Reply::new(rx, self.conn.callers_gone.clone());
         let (accepted, sent) = oneshot::channel();
         let command = Command::Request {
             method,
@@ -175,7 +175,7 @@ impl Session {
         if !taken {
             // Not sent: the reply says why.
             return match rx.await {
-                Ok(Err(e)) => Err(e),
+                Some(Err(e)) => Err(e),
                 _ => Err(self.closed_error()),
             };
         }
@@ -398,7 +398,7 @@ impl Session {
             reason: e.to_string(),
         })?;
         let rx = self.send_command(M::NAME, value, None).await?;
-        let out = rx.await.unwrap_or_else(|_| Err(self.closed_error()))?;
+        let out = rx.await.unwrap_or_else(|| Err(self.closed_error()))?;
         serde_json::from_value(out).map_err(|e| {
             SendError::Peer(PeerError::Decode {
                 method: M::NAME.to_owned(),
