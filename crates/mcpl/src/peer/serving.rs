@@ -18,12 +18,19 @@
 //! cancel, in wire order (`Peer::answers_cancels`: the `Server`, the `HostSession`): there
 //! the cancel stands for that answer, so its id is free from the cancel on ([`Serving::forget`])
 //! and the sender may reuse it at once; the cancelled request's own answer, if its work
-//! still ends in one, is the owner's to drop (`server::Server` does). Known gap, left as
-//! is: those owners answer `-32800` only for the requests they hand out (the `Server`'s
-//! handlers' but its `initialize`; the `HostSession`'s `inference/request` and
-//! `model/info`), so a cancel of another request of theirs (a `ping`, a `push/event`) also
-//! frees its id while its own answer may still be unwritten, and a reuse sent right behind
-//! the cancel can run beside it. The sender has broken MCP's no-reuse rule twice by then.
+//! still ends in one, is the owner's to drop (`server::Server` does). Those owners answer
+//! `-32800` only for the requests they hand out (the `Server`'s handlers'; the
+//! `HostSession`'s `inference/request` and `model/info`), and a cancel of another request
+//! of theirs (a `ping`, a `push/event`) frees its id as well; that is no gap: such a request
+//! is answered as the owner handles it, in wire order, so its one answer was queued before
+//! the owner handles the cancel, and so before anything it does for a request reusing the
+//! id. (The `Server`'s `initialize`, handed to its MCP fallback, is answered before the
+//! owner handles anything behind it.) So no request runs beside another under one id, and under a
+//! reused id the owner writes the cancelled request's one answer first
+//! (`tests/server_cancel_reuse.rs`). What this does not order: a reuse the reader refuses
+//! itself (busy, over a bound, not parsed) is answered as it is read, which may be before
+//! the owner's `-32800` for the request it cancelled; the sender reused an id MCP forbids
+//! it to reuse, and MCP has it ignore any answer to a request it cancelled.
 //!
 //! Held as keyed 48-bit hashes of the ids ([`key`]) beside a 16-bit generation, in one
 //! word, so taking a request copies nothing and allocates nothing while at most one is in
