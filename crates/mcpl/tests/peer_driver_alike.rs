@@ -139,3 +139,48 @@ async fn a_request_after_unicode_whitespace_is_refused_for_its_lead_by_both() {
         );
     }
 }
+
+/// A line that begins with a batch the parser refuses only for what follows it (junk, a
+/// message with nothing between, a message cut short): the peer answers each of the
+/// batch's requests `-32700` under its id, in one array (JSON-RPC 2.0 §5, §6), and a
+/// driver that writes what the library owes it writes the same. Before, a driver had one
+/// `-32700` under a null id (`ParseError::owed_answer`), and no request of the batch could
+/// tell it was refused.
+#[tokio::test(start_paused = true)]
+async fn a_line_beginning_with_a_batch_refused_for_what_follows_is_answered_alike() {
+    let (_peer, incoming, mut raw) = raw_peer(PeerConfig::default());
+    answer_all(incoming);
+    let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"m"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":"b","method":"m"}]"#;
+    for line in [
+        format!("{batch} x"),
+        format!(r#"{batch}{{"jsonrpc":"2.0","id":3,"method":"m"}}"#),
+        format!(r#"{batch} {{"jsonrpc":"2.0","id":3,"#),
+    ] {
+        raw.send(&line).await;
+        let peer = raw.before_sync().await;
+        assert_eq!(peer.len(), 1, "{line:?}: {peer:?}");
+        let ids: Vec<&Value> = peer[0]
+            .as_array()
+            .map(|a| a.iter().map(|r| &r["id"]).collect())
+            .unwrap_or_default();
+        assert_eq!(ids, [&json!(1), &json!("b")], "{line:?}: {}", peer[0]);
+        assert_eq!(
+            peer,
+            driver_batch_first(&line),
+            "{line:?}: the peer's answer and a driver's differ"
+        );
+    }
+}
+
+/// What a driver writes for a line that is no message, by the library's rule
+/// (`ParseError::owed_answers`, under the peer's bound on a batch).
+fn driver_batch_first(line: &str) -> Vec<Value> {
+    match Message::parse(line) {
+        Ok(_) => Vec::new(),
+        Err(e) => e
+            .owed_answers(line, PeerConfig::default().max_batch_entries)
+            .map(|a| a.to_value())
+            .into_iter()
+            .collect(),
+    }
+}

@@ -149,7 +149,6 @@ pub(crate) fn doubled_in(text: &str, value: &Value) -> Option<Doubled> {
 /// [`answer_read_whole`]): its index in the batch (every entry counts) and what it names more than once,
 /// in entry order (the peer's reading; a sans-I/O driver splits a batch itself). The text
 /// is scanned whole again only when an entry [`decides_authority`].
-#[cfg(feature = "runtime")]
 pub(crate) fn doubled_in_batch(
     text: &str,
     entries: &[Value],
@@ -231,10 +230,8 @@ impl<'de> Visitor<'de> for Members {
 }
 
 /// [`Members`] of each entry of an array.
-#[cfg(feature = "runtime")]
 struct Entries;
 
-#[cfg(feature = "runtime")]
 impl<'de> DeserializeSeed<'de> for Entries {
     type Value = Vec<(usize, Doubled)>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
@@ -242,7 +239,6 @@ impl<'de> DeserializeSeed<'de> for Entries {
     }
 }
 
-#[cfg(feature = "runtime")]
 impl<'de> Visitor<'de> for Entries {
     type Value = Vec<(usize, Doubled)>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

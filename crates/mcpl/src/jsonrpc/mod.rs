@@ -701,103 +701,6 @@ pub enum ParseError {
     Invalid(InvalidMessage),
 }
 
-impl ParseError {
-    /// The id a driver answers this error under, `text` being the text [`Message::parse`]
-    /// refused with it (JSON-RPC 2.0 §5): for [`ParseError::Invalid`], the id it carries;
-    /// for [`ParseError::Json`], the id of a request the text showed before the parser's
-    /// error without doubt ([`refused_request_id`], the rule the async peer answers by);
-    /// `None` (a null id) otherwise.
-    pub fn answer_id(&self, text: &str) -> Option<RequestId> {
-        match self {
-            ParseError::Json(_) => match lead_refusal(text)
-                .or_else(|| unparsed::refusal(message_text(text)).map(|(then, _)| then))
-            {
-                Some(head::Then::Answer(id)) => id,
-                Some(head::Then::AnswerUnlessOurs(id)) => Some(id),
-                _ => None,
-            },
-            ParseError::Invalid(i) => i.id.clone(),
-        }
-    }
-
-    /// [`Self::answer`] when `text` is owed one, by the async peer's rule (one rule, in
-    /// `jsonrpc`: the peer refuses by it too), so a driver that writes what this gives
-    /// answers a text exactly when the peer does: `None` for a text that does not begin as
-    /// a message does (`{` or `[`, past whitespace and a byte order mark: a junk line, a
-    /// scalar, a blank line), for a text that shows a response (an outcome and no
-    /// `method`; answering a response can loop, JSON-RPC 2.0 §5) save the text after its
-    /// object on its line (which may be a request: `-32700`, `id: null`), for an object
-    /// nested past the parser read whole with no `method` (read as the peer reads one, a
-    /// response) or with a `method` and no `id` (a notification, §4.1), and for an invalid
-    /// message that is an object with no `method` ([`invalid_then`]), save one with an id
-    /// and neither a `result` nor an `error`, which is owed `-32600` under that id unless it
-    /// names a request of the driver's own ([`InvalidThen::AnswerUnlessOurs`]). Given a text this error did not come
-    /// from (one that parses), a response or a notification is owed nothing, anything else
-    /// `-32700` (failing closed). A text that is several whole messages on one line is a
-    /// `-32700` here like any text with more after its first value, so a driver that only
-    /// writes this still answers the first request on it; the peer instead reads each
-    /// message alone, and a driver does the same by asking [`several_values`] first (and
-    /// then not writing this for the line). A driver writes this, not [`Self::answer`],
-    /// which gives an answer for every text.
-    pub fn owed_answer(&self, text: &str) -> Option<Response> {
-        let start = message_start(text);
-        if !(start.starts_with('{') || start.starts_with('[')) {
-            return None;
-        }
-        let owed = match self {
-            ParseError::Json(_) => match lead_refusal(text)
-                .map(|then| (then, false))
-                .or_else(|| unparsed::refusal(message_text(text)))
-            {
-                Some((then, _)) => matches!(
-                    then,
-                    head::Then::Answer(_)
-                        | head::Then::AnswerUnlessOurs(_)
-                        | head::Then::Fail { trailing: true }
-                ),
-                // Not the text this error came from (it parses, after JSON whitespace
-                // only): a response or a notification is never answered (JSON-RPC 2.0 §5,
-                // §4.1); anything else is, `-32700`, failing closed.
-                None => {
-                    let head = head::Head::read_str(message_text(text));
-                    !(head.is_response() || (head.method && head.ids == 0))
-                }
-            },
-            // A driver with a request of its own outstanding under an `AnswerUnlessOurs` id
-            // fails that request instead, as the peer does.
-            ParseError::Invalid(i) => match serde_json::from_str::<Value>(message_text(text)) {
-                Ok(v) => !matches!(invalid_then(&v, i), InvalidThen::Fail(_)),
-                Err(_) => true,
-            },
-        };
-        owed.then(|| self.answer(text))
-    }
-
-    /// The response for a `text` [`Message::parse`] refused with this error, were it
-    /// answered: `-32700` for [`ParseError::Json`], `-32600` for [`ParseError::Invalid`] and
-    /// for an object nested past what the parser reads (`data: { limit, reason: "nesting"
-    /// }`, as the peer answers it; a batch nested so is `-32700`, as the peer answers it
-    /// too), under [`ParseError::answer_id`], else a null id. Whether it is owed at all is
-    /// [`Self::owed_answer`]'s to say (the peer answers no notification nested past the
-    /// parser, nor a response): a driver writes that.
-    pub fn answer(&self, text: &str) -> Response {
-        let error = match self {
-            // A batch nested so is one `-32700`, as the peer answers it.
-            ParseError::Json(detail)
-                if unparsed::too_deep_detail(detail) && message_start(text).starts_with('{') =>
-            {
-                unparsed::nesting_refused(false)
-            }
-            ParseError::Json(detail) => unparsed::parse_refused(detail),
-            ParseError::Invalid(i) => i.answer_error(),
-        };
-        Response {
-            id: self.answer_id(text),
-            outcome: Err(error),
-        }
-    }
-}
-
 /// Why an object with an id and neither a `method` nor a `result` or an `error` is no
 /// message: it is no Request object (JSON-RPC 2.0 §4) nor a Response object (§5).
 const NO_METHOD_NOR_OUTCOME: &str = "a message with an id needs a \"method\" (a request) or a \
@@ -964,6 +867,9 @@ pub fn params_of<P: DeserializeOwned>(params: Option<&Value>) -> Result<P, Error
     })
 }
 
+// Without the runtime only a batch-first text's requests are read (`owed_answers`).
+#[cfg_attr(not(feature = "runtime"), allow(dead_code))]
+pub(crate) mod batch;
 mod cost;
 pub(crate) mod doubled;
 mod encoded;
@@ -971,6 +877,8 @@ pub(crate) mod head;
 mod invalid;
 pub use invalid::{invalid_then, InvalidThen, Shape};
 mod lead;
+mod owed;
+pub use owed::OwedAnswer;
 pub mod repeated;
 mod several;
 pub use head::{discarded_refusal, refusal_of, Refusal};

@@ -61,7 +61,6 @@ pub fn first_repeated_at(text: &str) -> Option<(Repeated, usize, usize)> {
 /// [`first_repeated`] of each entry of the JSON array in `text`, by its index in the array
 /// (every entry counts; paths start at the entry); empty for a text that is no array or does
 /// not parse. One pass over the text, as bounded as [`first_repeated`].
-#[cfg(feature = "runtime")]
 pub(crate) fn first_repeated_each(text: &str) -> Vec<(usize, Repeated)> {
     let mut de = serde_json::Deserializer::from_str(text);
     Each.deserialize(&mut de).unwrap_or_default()
@@ -110,10 +109,8 @@ impl Found {
 }
 
 /// [`Scan`] of each entry of an array.
-#[cfg(feature = "runtime")]
 struct Each;
 
-#[cfg(feature = "runtime")]
 impl<'de> DeserializeSeed<'de> for Each {
     type Value = Vec<(usize, Repeated)>;
 
@@ -122,7 +119,6 @@ impl<'de> DeserializeSeed<'de> for Each {
     }
 }
 
-#[cfg(feature = "runtime")]
 impl<'de> Visitor<'de> for Each {
     type Value = Vec<(usize, Repeated)>;
 

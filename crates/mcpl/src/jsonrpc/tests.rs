@@ -743,3 +743,40 @@ fn a_batch_of_responses_only_that_does_not_parse_is_still_owed_its_parse_error()
     let owed = e.owed_answer(text).expect("owed a -32700");
     assert_eq!(owed.id, None);
 }
+
+/// JSON-RPC 2.0 §5, §6: a text that begins with a batch the parser refused only for what
+/// follows it is owed each of the batch's requests answered `-32700` under its id, in one
+/// array (`ParseError::owed_answers`, the peer's rule); any other text what
+/// `ParseError::owed_answer` gives.
+#[test]
+fn a_batch_first_text_refused_for_what_follows_is_owed_each_request_under_its_id() {
+    let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"m"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":1,"method":"m"},{"jsonrpc":"2.0","id":"r","result":1}]"#;
+    let text = format!("{batch} junk");
+    let e = Message::parse(&text).expect_err("junk after the batch");
+    let Some(OwedAnswer::Batch(answers)) = e.owed_answers(&text, 16) else {
+        panic!("{:?}", e.owed_answers(&text, 16));
+    };
+    // Each request once, in order; no notification nor response is answered.
+    let ids: Vec<_> = answers.iter().map(|r| r.id.clone()).collect();
+    assert_eq!(ids, [Some(RequestId::from(1u64))]);
+    assert_eq!(answers[0].outcome.as_ref().map_err(|e| e.code), Err(-32700));
+    // Over the driver's bound on a batch: the text keeps its one answer under a null id.
+    let over = e.owed_answers(&text, 2).map(|a| a.to_value());
+    assert_eq!(
+        over,
+        e.owed_answer(&text)
+            .map(|r| Message::Response(r).to_value())
+    );
+    for other in [
+        r#"{"jsonrpc":"2.0","id":2,"method":"m"} x"#,
+        "[1,",
+        r#"{"id":3,"#,
+    ] {
+        let e = Message::parse(other).expect_err(other);
+        assert_eq!(
+            e.owed_answers(other, 16),
+            e.owed_answer(other).map(OwedAnswer::One),
+            "{other}"
+        );
+    }
+}

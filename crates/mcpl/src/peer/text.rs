@@ -86,7 +86,7 @@ pub(super) enum Read {
     },
     /// A batch the parser refuses only for what follows it on its line (`trailing
     /// characters`: another message with nothing between, junk, a message cut short),
-    /// whose requests (`ids`, each read whole before the error, [`batch_requests_before`])
+    /// whose requests (`ids`, each read whole before the error, `jsonrpc::batch::batch_requests_before`)
     /// are answered `-32700` under their ids in one array, as a single object so refused
     /// has its request answered under the id it showed ([`Read::UnparsedRequest`], the one
     /// rule); `error` the parser's. Each id with whether its entry is the policy Request
@@ -229,7 +229,7 @@ pub(super) fn read_text(
         Err(e) => {
             let why = e.to_string();
             let ids = match crate::jsonrpc::unparsed::trailing_detail(&why) {
-                true => batch_requests_before(trimmed, max_batch),
+                true => crate::jsonrpc::batch::batch_requests_before(trimmed, max_batch),
                 false => Vec::new(),
             };
             let then = match ids.is_empty() {
@@ -428,40 +428,6 @@ fn policy_form(trimmed: &str) -> Option<crate::policy::Form> {
         crate::jsonrpc::head::IdSeen::Absent => crate::policy::Form::Notification,
         _ => crate::policy::Form::Request,
     })
-}
-
-/// The ids of the requests of the batch `trimmed` begins with, which the parser refused
-/// for what follows that batch (`trailing characters`): the batch, read alone, within
-/// `max_batch` entries; each entry with a `method` and an id read without doubt (a valid
-/// id, named once, `jsonrpc::doubled`), in order, each once. Empty for anything else (no
-/// complete batch first, one over the bound): the line keeps its one `-32700` under a null
-/// id. Run only on a text the parser refused, never on a valid one.
-fn batch_requests_before(trimmed: &str, max_batch: usize) -> Vec<(RequestId, bool)> {
-    let mut stream =
-        serde_json::Deserializer::from_str(trimmed).into_iter::<serde::de::IgnoredAny>();
-    if !matches!(stream.next(), Some(Ok(_))) {
-        return Vec::new();
-    }
-    let Some(batch) = trimmed.get(..stream.byte_offset()) else {
-        return Vec::new();
-    };
-    let Ok(Top::Batch(BoundedBatch::Within(entries))) = parse_batch(batch, max_batch) else {
-        return Vec::new();
-    };
-    let doubled = crate::jsonrpc::doubled::doubled_in_batch(batch, &entries, &[]);
-    let mut ids: Vec<(RequestId, bool)> = Vec::new();
-    for (i, entry) in entries.iter().enumerate() {
-        let id_in_doubt = doubled.iter().any(|(j, d)| *j == i && *d == Doubled::Id);
-        let Some(method) = entry.get("method").filter(|_| !id_in_doubt) else {
-            continue;
-        };
-        if let Some(id) = entry.get("id").and_then(RequestId::from_value) {
-            if !ids.iter().any(|(seen, _)| *seen == id) {
-                ids.push((id, method.as_str() == Some(POLICY)));
-            }
-        }
-    }
-    ids
 }
 
 /// The policy Request's method (§6.7).

@@ -1,0 +1,103 @@
+//! A text's top-level value read the slow way, a batch bounded as it is read, and the
+//! requests of a batch that begins a text the parser refused for what follows it: the one
+//! reading of the async peer and of [`super::ParseError::owed_answers`].
+
+use crate::jsonrpc::RequestId;
+
+use std::fmt;
+
+use serde_json::Value;
+
+/// A frame's top-level JSON value: a batch (JSON array) or anything else.
+pub(crate) enum Top {
+    Batch(BoundedBatch),
+    Single(Value),
+}
+
+/// A batch read with at most the limit's worth of entries kept.
+pub(crate) enum BoundedBatch {
+    /// Every entry (the limit was not exceeded).
+    Within(Vec<Value>),
+    /// More entries than the limit: only their count is known, nothing of them is kept, so
+    /// the memory a huge batch of tiny entries can drive stays bounded by the limit.
+    Over { count: usize },
+}
+
+/// Reads a whole frame that starts with `[` as a batch bounded to `limit` entries (entries
+/// past it are syntax-checked and counted, not built); errors as `serde_json::from_str`.
+pub(crate) fn parse_batch(text: &str, limit: usize) -> Result<Top, serde_json::Error> {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, SeqAccess, Visitor};
+
+    struct Seed(usize);
+    impl<'de> Visitor<'de> for Seed {
+        type Value = BoundedBatch;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON array")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<BoundedBatch, A::Error> {
+            let mut entries = Vec::new();
+            while entries.len() < self.0 {
+                match seq.next_element::<Value>()? {
+                    Some(v) => entries.push(v),
+                    None => return Ok(BoundedBatch::Within(entries)),
+                }
+            }
+            // At the limit: one more entry makes the batch too large.
+            if seq.next_element::<IgnoredAny>()?.is_none() {
+                return Ok(BoundedBatch::Within(entries));
+            }
+            drop(entries);
+            let mut count = self.0 + 1;
+            while seq.next_element::<IgnoredAny>()?.is_some() {
+                count += 1;
+            }
+            Ok(BoundedBatch::Over { count })
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Seed {
+        type Value = BoundedBatch;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<BoundedBatch, D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let batch = Seed(limit).deserialize(&mut de)?;
+    de.end()?;
+    Ok(Top::Batch(batch))
+}
+
+/// The ids of the requests of the batch `trimmed` begins with, which the parser refused
+/// for what follows that batch (`trailing characters`): the batch, read alone, within
+/// `max_batch` entries; each entry with a `method` and an id read without doubt (a valid
+/// id, named once, `jsonrpc::doubled`), in order, each once. Empty for anything else (no
+/// complete batch first, one over the bound): the line keeps its one `-32700` under a null
+/// id. Run only on a text the parser refused, never on a valid one.
+pub(crate) fn batch_requests_before(trimmed: &str, max_batch: usize) -> Vec<(RequestId, bool)> {
+    let mut stream =
+        serde_json::Deserializer::from_str(trimmed).into_iter::<serde::de::IgnoredAny>();
+    if !matches!(stream.next(), Some(Ok(_))) {
+        return Vec::new();
+    }
+    let Some(batch) = trimmed.get(..stream.byte_offset()) else {
+        return Vec::new();
+    };
+    let Ok(Top::Batch(BoundedBatch::Within(entries))) = parse_batch(batch, max_batch) else {
+        return Vec::new();
+    };
+    let doubled = super::doubled::doubled_in_batch(batch, &entries, &[]);
+    let mut ids: Vec<(RequestId, bool)> = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let id_in_doubt = doubled
+            .iter()
+            .any(|(j, d)| *j == i && *d == super::doubled::Doubled::Id);
+        let Some(method) = entry.get("method").filter(|_| !id_in_doubt) else {
+            continue;
+        };
+        if let Some(id) = entry.get("id").and_then(RequestId::from_value) {
+            if !ids.iter().any(|(seen, _)| *seen == id) {
+                ids.push((id, method.as_str() == Some(<crate::protocol::feature_sets::FeatureSetsUpdate as crate::protocol::Method>::NAME)));
+            }
+        }
+    }
+    ids
+}
