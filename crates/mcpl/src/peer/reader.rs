@@ -156,7 +156,7 @@ pub(super) enum Parsed {
     Reply(Value),
     /// The reply refusing a policy Request before it was read (`refusing_policy`), and the
     /// owner told of it in wire order ([`Item::PolicyUnread`]).
-    ReplyUnreadPolicy(Value),
+    ReplyUnreadPolicy(Value, crate::policy::Form),
     /// The owner told of a policy message refused unread, in this form (a Request's reply in
     /// a batch's answer or written already; a Notification is never answered).
     PolicyUnread(crate::policy::Form),
@@ -614,9 +614,9 @@ fn take_top(
                 if let Some(p) = classify(shared, entry, Some(&collector), twice) {
                     match p {
                         Parsed::Reply(v) => refused.push(v),
-                        Parsed::ReplyUnreadPolicy(v) => {
+                        Parsed::ReplyUnreadPolicy(v, form) => {
                             refused.push(v);
-                            items.push(Parsed::PolicyUnread(crate::policy::Form::Request));
+                            items.push(Parsed::PolicyUnread(form));
                         }
                         other => items.push(other),
                     }
@@ -715,9 +715,9 @@ fn deliver_now(
             let _ = replies.send(v.to_string());
             return Ok(());
         }
-        Some(Parsed::ReplyUnreadPolicy(v)) => {
+        Some(Parsed::ReplyUnreadPolicy(v, form)) => {
             let _ = replies.send(v.to_string());
-            Item::PolicyUnread(crate::policy::Form::Request)
+            Item::PolicyUnread(form)
         }
         Some(Parsed::PolicyUnread(form)) => Item::PolicyUnread(form),
         // Weighed by the frame being taken (`Shared::reading`: a batch entry's share).
@@ -802,7 +802,13 @@ pub(super) fn classify(
     // a batch alike; a response gone wrong never is (that could loop), nor a JSON object
     // with no `method` (a log line on stdout, say), which is reported instead.
     let shape = crate::jsonrpc::Shape::of(&value);
-    let policy = refusing_policy(shared, value.get("method").and_then(Value::as_str));
+    // The policy message's form: a Notification when it names no `id` (§6.7).
+    let policy = refusing_policy(shared, value.get("method").and_then(Value::as_str)).then(|| {
+        match value.get("id") {
+            Some(_) => crate::policy::Form::Request,
+            None => crate::policy::Form::Notification,
+        }
+    });
     if !shape.request_like() {
         super::ids::integral_id(shared, &mut value);
     }
@@ -818,7 +824,7 @@ pub(super) fn classify(
                 _ => false,
             };
             if answered {
-                return Some(answered_invalid(shared, invalid, policy));
+                return Some(super::refused::answered_invalid(shared, invalid, policy));
             }
             let InvalidMessage { id, reason } = invalid;
             let settled = id
@@ -935,9 +941,10 @@ pub(super) fn accept(
             let held = serving.take(super::serving::key(&request.id));
             drop(serving);
             let Some(held) = held else {
-                let policy = refusing_policy(shared, Some(&request.method));
+                let policy = refusing_policy(shared, Some(&request.method))
+                    .then_some(crate::policy::Form::Request);
                 let invalid = crate::jsonrpc::InvalidMessage::id_in_use(request.id);
-                return Some(answered_invalid(shared, invalid, policy));
+                return Some(super::refused::answered_invalid(shared, invalid, policy));
             };
             let weight = shared.reading.load(Ordering::Relaxed);
             Some(Parsed::Deliver(IncomingMessage::Request(IncomingRequest {
@@ -970,27 +977,3 @@ pub(super) fn accept(
 /// MCP's cancellation notification: the request it names is no longer in flight for its
 /// sender (`serving`).
 const CANCELLED: &str = crate::session::CANCELLED;
-
-/// An invalid message answered `-32600` under its id (JSON-RPC 2.0 §5), reported as
-/// answered: the reply to write. `policy`: it is the policy Request on a connection whose
-/// owner answers it ([`refusing_policy`]), refused unread: the answer says it was not
-/// applied and the owner is told ([`Parsed::ReplyUnreadPolicy`], §6.7).
-fn answered_invalid(shared: &Shared, invalid: InvalidMessage, policy: bool) -> Parsed {
-    shared.diagnose(Diagnostic::InvalidMessage {
-        id: invalid.id.clone(),
-        reason: invalid.reason.clone(),
-        answered: true,
-    });
-    let mut error = invalid.answer_error();
-    if policy {
-        error = super::refused::policy_not_applied(error, true);
-    }
-    let reply = Message::Response(Response {
-        outcome: Err(error),
-        id: invalid.id,
-    });
-    match policy {
-        true => Parsed::ReplyUnreadPolicy(reply.to_value()),
-        false => Parsed::Reply(reply.to_value()),
-    }
-}

@@ -269,3 +269,32 @@ pub(super) fn policy_not_applied(mut error: ErrorObject, owner: bool) -> ErrorOb
     error.data = Some(Value::Object(data));
     error
 }
+
+/// An invalid message answered `-32600` under its id (JSON-RPC 2.0 §5), reported as
+/// answered: the reply to write. `policy`: it is the policy message, in that form, on a
+/// connection whose owner answers the policy itself ([`super::reader::refusing_policy`]), refused unread:
+/// the answer says it was not applied and the owner is told ([`Parsed::ReplyUnreadPolicy`],
+/// §6.7).
+pub(super) fn answered_invalid(
+    shared: &Shared,
+    invalid: InvalidMessage,
+    policy: Option<crate::policy::Form>,
+) -> Parsed {
+    shared.diagnose(Diagnostic::InvalidMessage {
+        id: invalid.id.clone(),
+        reason: invalid.reason.clone(),
+        answered: true,
+    });
+    let mut error = invalid.answer_error();
+    if policy.is_some() {
+        error = policy_not_applied(error, true);
+    }
+    let reply = Message::Response(Response {
+        outcome: Err(error),
+        id: invalid.id,
+    });
+    match policy {
+        Some(form) => Parsed::ReplyUnreadPolicy(reply.to_value(), form),
+        None => Parsed::Reply(reply.to_value()),
+    }
+}
