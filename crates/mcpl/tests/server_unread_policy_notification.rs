@@ -83,7 +83,14 @@ async fn push_after(config: PeerConfig, narrow: &str) -> (Option<Value>, bool, V
     let ping = json!({"jsonrpc": "2.0", "id": "sync", "method": "ping"});
     send_line(&mut write, &ping.to_string()).await;
     let mut answer = recv(&mut lines).await;
-    if answer["id"].is_null() {
+    if let Value::Array(answers) = &answer {
+        // A batch's requests refused with it, each `-32700` under its id.
+        assert!(
+            answers.iter().all(|a| a["error"]["code"] == -32700),
+            "{answer}"
+        );
+        answer = recv(&mut lines).await;
+    } else if answer["id"].is_null() {
         let code = answer["error"]["code"].as_i64();
         assert!(matches!(code, Some(-32700 | -32600)), "{answer}");
         answer = recv(&mut lines).await;
@@ -188,4 +195,13 @@ async fn s6_7_a_policy_notification_refused_at_the_envelope_grants_nothing() {
     let narrow =
         r#"{"jsonrpc":"1.0","method":"featureSets/update","params":{"disabled":["alerts"]}}"#;
     assert_fails_closed(push_after(PeerConfig::default(), narrow).await, "envelope");
+}
+
+/// §6.7, §6.4: the same for one that is an entry of a batch the parser refuses for what
+/// follows it on its line (its requests answered `-32700` under their ids).
+#[tokio::test]
+async fn s6_7_a_policy_notification_in_a_batch_refused_by_the_parser_grants_nothing() {
+    let narrow =
+        r#"[{"jsonrpc":"2.0","method":"featureSets/update","params":{"disabled":["alerts"]}}] x"#;
+    assert_fails_closed(push_after(PeerConfig::default(), narrow).await, "batch");
 }

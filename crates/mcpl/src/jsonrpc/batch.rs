@@ -66,26 +66,42 @@ pub(crate) fn parse_batch(text: &str, limit: usize) -> Result<Top, serde_json::E
     Ok(Top::Batch(batch))
 }
 
-/// The ids of the requests of the batch `trimmed` begins with, which the parser refused
-/// for what follows that batch (`trailing characters`): the batch, read alone, within
-/// `max_batch` entries; each entry with a `method` and an id read without doubt (a valid
-/// id, named once, `jsonrpc::doubled`), in order, each once. Empty for anything else (no
-/// complete batch first, one over the bound): the line keeps its one `-32700` under a null
-/// id. Run only on a text the parser refused, never on a valid one.
-pub(crate) fn batch_requests_before(trimmed: &str, max_batch: usize) -> Vec<(RequestId, bool)> {
+/// What the batch a text begins with shows, the parser having refused the text for what
+/// follows that batch ([`batch_requests_before`]).
+#[derive(Debug, Default)]
+pub(crate) struct BatchFirst {
+    /// Each request's id, with whether it is the policy Request (§6.7), in order, each once.
+    pub(crate) requests: Vec<(RequestId, bool)>,
+    /// An entry is the policy Notification (§6.7: `featureSets/update` with no `id`),
+    /// refused unread with the line.
+    pub(crate) policy_notification: bool,
+}
+
+/// The policy message's method (§6.7).
+const POLICY: &str =
+    <crate::protocol::feature_sets::FeatureSetsUpdate as crate::protocol::Method>::NAME;
+
+/// The requests of the batch `trimmed` begins with, which the parser refused for what
+/// follows that batch (`trailing characters`): the batch, read alone, within `max_batch`
+/// entries; each entry with a `method` and an id read without doubt (a valid id, named
+/// once, `jsonrpc::doubled`), in order, each once; and whether an entry is the policy
+/// Notification. Empty for anything else (no complete batch first, one over the bound):
+/// the line keeps its one `-32700` under a null id. Run only on a text the parser refused,
+/// never on a valid one.
+pub(crate) fn batch_requests_before(trimmed: &str, max_batch: usize) -> BatchFirst {
+    let mut first = BatchFirst::default();
     let mut stream =
         serde_json::Deserializer::from_str(trimmed).into_iter::<serde::de::IgnoredAny>();
     if !matches!(stream.next(), Some(Ok(_))) {
-        return Vec::new();
+        return first;
     }
     let Some(batch) = trimmed.get(..stream.byte_offset()) else {
-        return Vec::new();
+        return first;
     };
     let Ok(Top::Batch(BoundedBatch::Within(entries))) = parse_batch(batch, max_batch) else {
-        return Vec::new();
+        return first;
     };
     let doubled = super::doubled::doubled_in_batch(batch, &entries, &[]);
-    let mut ids: Vec<(RequestId, bool)> = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
         let id_in_doubt = doubled
             .iter()
@@ -93,11 +109,17 @@ pub(crate) fn batch_requests_before(trimmed: &str, max_batch: usize) -> Vec<(Req
         let Some(method) = entry.get("method").filter(|_| !id_in_doubt) else {
             continue;
         };
-        if let Some(id) = entry.get("id").and_then(RequestId::from_value) {
-            if !ids.iter().any(|(seen, _)| *seen == id) {
-                ids.push((id, method.as_str() == Some(<crate::protocol::feature_sets::FeatureSetsUpdate as crate::protocol::Method>::NAME)));
+        let policy = method.as_str() == Some(POLICY);
+        match entry.get("id") {
+            None => first.policy_notification |= policy,
+            Some(id) => {
+                if let Some(id) = RequestId::from_value(id) {
+                    if !first.requests.iter().any(|(seen, _)| *seen == id) {
+                        first.requests.push((id, policy));
+                    }
+                }
             }
         }
     }
-    ids
+    first
 }

@@ -57,7 +57,7 @@ impl ParseError {
         if let ParseError::Json(detail) = self {
             let text = message_text(text);
             if text.starts_with('[') && unparsed::trailing_detail(detail) {
-                let ids = super::batch::batch_requests_before(text, max_batch_entries);
+                let ids = super::batch::batch_requests_before(text, max_batch_entries).requests;
                 if !ids.is_empty() {
                     let answers = ids
                         .into_iter()

@@ -94,6 +94,8 @@ pub(super) enum Read {
     UnparsedBatch {
         ids: Vec<(RequestId, bool)>,
         error: String,
+        /// An entry is the policy Notification (§6.7), refused unread with the line.
+        notification: bool,
     },
     /// Several complete messages on one frame's line (`jsonrpc::several_values`), each
     /// read as its own frame's text; `refused_past`: more followed past the bound, and
@@ -228,15 +230,22 @@ pub(super) fn read_text(
         Err(e) if trimmed.starts_with('{') => (refused(trimmed, e), weight),
         Err(e) => {
             let why = e.to_string();
-            let ids = match crate::jsonrpc::unparsed::trailing_detail(&why) {
+            let first = match crate::jsonrpc::unparsed::trailing_detail(&why) {
                 true => crate::jsonrpc::batch::batch_requests_before(trimmed, max_batch),
-                false => Vec::new(),
+                false => Default::default(),
             };
-            let then = match ids.is_empty() {
-                true => Read::Top(Err(e)),
-                false => Read::UnparsedBatch {
-                    ids,
+            let notification = first.policy_notification;
+            let then = match (first.requests.is_empty(), notification) {
+                (true, false) => Read::Top(Err(e)),
+                // A policy Notification refused unread with its line (§6.7).
+                (true, true) => Read::UnparsedPolicy {
+                    error: e,
+                    form: crate::policy::Form::Notification,
+                },
+                (false, _) => Read::UnparsedBatch {
+                    ids: first.requests,
                     error: why.clone(),
+                    notification,
                 },
             };
             let reason = move || format!("the batch holding it could not be parsed: {why}");

@@ -34,11 +34,13 @@ pub(super) fn answer_request(
 }
 
 /// Answers each request of a batch the parser refused for what followed it (`ids`, each
-/// with whether it is the policy Request) under its id, in one array.
+/// with whether it is the policy Request) under its id, in one array. `notification`: an
+/// entry is the policy Notification, never answered, told to the owner all the same.
 pub(super) fn answer_batch(
     shared: &Shared,
     ids: Vec<(RequestId, bool)>,
     error: &str,
+    notification: bool,
     replies: &mut Outbox,
 ) -> Option<Parsed> {
     shared.diagnose(Diagnostic::ParseError {
@@ -58,7 +60,12 @@ pub(super) fn answer_batch(
         })
         .collect();
     let _ = replies.send(Value::Array(answers).to_string());
-    (unread && owner).then_some(Parsed::PolicyUnread(crate::policy::Form::Request))
+    let form = match (unread, notification) {
+        (true, _) => crate::policy::Form::Request,
+        (false, true) => crate::policy::Form::Notification,
+        (false, false) => return None,
+    };
+    owner.then_some(Parsed::PolicyUnread(form))
 }
 
 /// The `-32700` a request the parser refused is answered with: for the policy Request
