@@ -157,6 +157,8 @@ async fn the_library_host_passes_every_check() {
         "host.removed-methods-refused",
         // §6.6: the inference/request it does not grant is refused -32002.
         "host.refusal-code",
+        // §6.6, §14.6: that -32002 names inferenceRequest in data.capability.
+        "host.refusal-data",
         // §6.4 rule 1: check.typo's uses holds "pushEvent", so the set is invalid_uses.
         "host.invalid-uses-refused",
         // §4: every frame it writes is JSON-RPC 2.0, each request under its own id.
@@ -286,7 +288,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 48, "{text}");
+    assert_eq!(text.lines().count(), 49, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -297,7 +299,7 @@ fn list_and_usage_errors() {
 }
 
 /// A listener that cannot start is one error line, as `mcpl check` says an unreachable
-/// server, not that line after 48 SKIP lines of checks that never ran; `--json` still
+/// server, not that line after 49 SKIP lines of checks that never ran; `--json` still
 /// carries the whole report with its `error`.
 #[test]
 fn a_listener_that_cannot_start_is_one_error_line() {
@@ -317,7 +319,7 @@ fn a_listener_that_cannot_start_is_one_error_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     let doc: Value = serde_json::from_str(err.lines().next().unwrap()).unwrap();
-    assert_eq!(doc["summary"]["skip"], 48, "{doc}");
+    assert_eq!(doc["summary"]["skip"], 49, "{doc}");
     assert!(
         doc["error"].as_str().unwrap().contains("cannot listen"),
         "{doc}"

@@ -18,6 +18,7 @@ use super::judge::{
     Meanwhile,
 };
 use super::junk;
+use super::refusal_data::REFUSAL_DATA;
 use super::served::{
     descriptors, duplicate_descriptors, incoming, inference_request, push, unregistered_incoming,
     DUPLICATE_ID, TYPO_SET, TYPO_USE, UNREGISTERED,
@@ -65,6 +66,15 @@ impl Run {
                 let why = "neither the push/event nor the inference/request probe was refused \
                            with an error under a grant that does not allow it: no code to judge";
                 self.record(REFUSAL_CODE, Status::Skip, why);
+            }
+            None => {}
+        }
+        match self.refusal_data.verdict() {
+            Some((status, detail)) => self.record(REFUSAL_DATA, status, detail),
+            None if !self.closed => {
+                let why = "no push/event or inference/request probe was refused -32002 under a \
+                           grant that does not allow it: no data to judge";
+                self.record(REFUSAL_DATA, Status::Skip, why);
             }
             None => {}
         }
@@ -656,7 +666,7 @@ impl Run {
                 let what = format!("push/event under {TYPO_SET}");
                 // §6.6: -32003 (unknown feature set) is documented here, the host having
                 // discarded the invalid declaration (§6.4 rule 1).
-                self.refusal_code(&what, needs, Some(false), e.code, true);
+                self.refusal_code(&what, needs, Some(false), &e, true);
                 self.record(id, Status::Pass, format!("refused with error {}", e.code));
             }
             Reply::Closed => {}
@@ -697,7 +707,7 @@ impl Run {
                 InferenceRequest::NAME,
                 needs,
                 meanwhile.expected(),
-                e.code,
+                e,
                 false,
             );
         }
@@ -838,7 +848,7 @@ impl Run {
                 "push/event under check.push",
                 needs,
                 meanwhile.expected(),
-                e.code,
+                e,
                 false,
             );
         }
@@ -898,7 +908,7 @@ impl Run {
         method: &str,
         needs: Capability,
         expected: Option<bool>,
-        code: i64,
+        e: &mcpl::jsonrpc::ErrorObject,
         undeclarable: bool,
     ) {
         let claimed = self.host_advertised.contains(needs);
@@ -906,9 +916,10 @@ impl Run {
             method,
             needs.as_str(),
             expected,
-            code,
+            e.code,
             (claimed, undeclarable),
         );
+        self.refusal_data.note(method, needs.as_str(), expected, e);
     }
 }
 

@@ -188,6 +188,8 @@ pub(super) struct Run {
     pub(super) deliveries: super::delivered::Deliveries,
     /// The codes refusing the probes the grant does not allow ([`super::judge::RefusalCodes`]).
     pub(super) refusal_codes: super::judge::RefusalCodes,
+    /// What the `-32002` refusals among them named ([`super::refusal_data::RefusalData`]).
+    pub(super) refusal_data: super::refusal_data::RefusalData,
     /// The `inference/lifecycle` signals the host sent, judged ([`super::lifecycle`]).
     pub(super) lifecycles: super::lifecycle::Lifecycles,
     /// The host's frames that are not JSON-RPC 2.0 ([`super::frames`]).
@@ -268,6 +270,7 @@ impl Run {
             integral: super::watched::IntegralIds::default(),
             deliveries: super::delivered::Deliveries::default(),
             refusal_codes: super::judge::RefusalCodes::default(),
+            refusal_data: super::refusal_data::RefusalData::default(),
             lifecycles: super::lifecycle::Lifecycles::default(),
             not_rpc: super::frames::NotRpc::default(),
             seen: super::seen::Seen::default(),

@@ -1,0 +1,179 @@
+//! `mcpl check-host` on hosts an outside reviewer built (findings F5, F7, F9) and on
+//! messages read while a later receipt is held: each a scripted host writing raw lines over
+//! the checker's stdio, each a false verdict before its fix. The report is read from
+//! `--report FILE` (stdout carries the protocol).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+fn report_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcpl-check-host-review-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// The checker's own bound on a run with these flags (`20 × 2 + 1 + 0`), plus a margin for
+/// a loaded machine. Only a hung checker reaches it.
+const GUARD: Duration = Duration::from_secs(40 + 1 + 60);
+
+/// One message as a line.
+fn line(v: &Value) -> String {
+    format!("{v}\n")
+}
+
+/// `initialize` advertising every MCPL path, `notifications/initialized`, then the initial
+/// policy Request (id 2) granting `grant`.
+fn head(grant: Value) -> String {
+    let mcpl = json!({ "version": "0.5", "pushEvents": true, "inferenceRequest": true,
+        "modelInfo": true, "inferenceLifecycle": true,
+        "contextHooks": { "beforeInference": { "observe": true,
+            "inject": { "system": true, "user": true } } },
+        "channels": { "register": true, "incoming": true, "publish": true } });
+    let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": "2025-06-18",
+                    "capabilities": { "experimental": { "mcpl": mcpl } },
+                    "clientInfo": { "name": "scripted", "version": "0" } } });
+    let policy = json!({ "jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+                         "params": { "effectiveCapabilities": grant } });
+    format!(
+        "{}{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}\n{}",
+        line(&init),
+        line(&policy)
+    )
+}
+
+/// A result under the request's id.
+fn ok(m: &Value, result: Value) -> String {
+    line(&json!({ "jsonrpc": "2.0", "id": m["id"], "result": result }))
+}
+
+/// An error under the request's id.
+fn err(m: &Value, error: Value) -> String {
+    line(&json!({ "jsonrpc": "2.0", "id": m["id"], "error": error }))
+}
+
+/// The strict answer: `ping` answered, `model/info` with a result when `model` says so,
+/// anything else refused `-32002` naming what it needs (`-32601` for what needs nothing).
+fn strict(m: &Value, model: bool) -> String {
+    let needs = match m["method"].as_str().unwrap_or("") {
+        "ping" => return ok(m, json!({})),
+        "model/info" if model => return ok(m, json!({ "id": "m", "vendor": "v" })),
+        "model/info" => "modelInfo",
+        "push/event" => "pushEvents",
+        "inference/request" => "inferenceRequest",
+        "channels/register" | "channels/list" | "channels/changed" => "channels.register",
+        "channels/incoming" => "channels.incoming",
+        _ => return err(m, json!({ "code": -32601, "message": "not found" })),
+    };
+    err(
+        m,
+        json!({ "code": -32002, "message": "Capability denied",
+                   "data": { "capability": needs } }),
+    )
+}
+
+/// Runs `mcpl check-host` (`--watch 0`: the run ends once its probes are done) over raw
+/// pipes: writes `head`, then for each request of the checker's the lines `answer` gives
+/// (in the order the checker sent them). Returns the report.
+async fn scripted(name: &str, head: String, mut answer: impl FnMut(&Value) -> String) -> Value {
+    let report = report_path(name);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpl"))
+        .args([
+            "check-host",
+            "--json",
+            "--timeout",
+            "2",
+            "--inference-timeout",
+            "1",
+        ])
+        .args(["--watch", "0", "--report"])
+        .arg(&report)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (mut stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    stdin.write_all(head.as_bytes()).await.unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    while let Ok(Some(l)) = lines.next_line().await {
+        let Ok(m) = serde_json::from_str::<Value>(&l) else {
+            continue;
+        };
+        if m.get("method").is_none() || m.get("id").is_none() {
+            continue;
+        }
+        if stdin.write_all(answer(&m).as_bytes()).await.is_err() {
+            break;
+        }
+    }
+    drop(stdin);
+    let status = tokio::time::timeout(GUARD, child.wait())
+        .await
+        .expect("the checker ended within its bound")
+        .unwrap();
+    assert_ne!(status.code(), Some(101), "the checker panicked");
+    let text = std::fs::read_to_string(&report).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// The status and detail of check `id`.
+fn verdict(doc: &Value, id: &str) -> (String, String) {
+    let c = doc["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["id"] == id))
+        .unwrap_or_else(|| panic!("{id} missing: {doc:#}"));
+    (
+        c["status"].as_str().unwrap_or_default().to_owned(),
+        c["detail"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+/// F9 (§6.6, §14.6: a denied capability is refused `-32002` with `data: { capability }`):
+/// a host refusing the push and the inference it does not grant with `-32002` but no
+/// `data`, or naming `tools` (neither needs it), passed: the code was judged, never what
+/// it said. Each now warns `host.refusal-data`; the one naming what each method needs
+/// passes it. The code itself stays `host.refusal-code`'s, and passes.
+#[tokio::test]
+async fn a_capability_denial_naming_no_or_the_wrong_capability_warns() {
+    for (case, expected) in [("none", "warn"), ("tools", "warn"), ("needed", "pass")] {
+        let doc = scripted(
+            &format!("refusal-data-{case}.json"),
+            head(json!(["inferenceLifecycle"])),
+            |m| match (case, m["method"].as_str().unwrap_or("")) {
+                ("none", "push/event" | "inference/request") => {
+                    err(m, json!({ "code": -32002, "message": "Capability denied" }))
+                }
+                ("tools", "push/event" | "inference/request") => err(
+                    m,
+                    json!({ "code": -32002, "message": "Capability denied",
+                            "data": { "capability": "tools" } }),
+                ),
+                _ => strict(m, false),
+            },
+        )
+        .await;
+        let (status, detail) = verdict(&doc, "host.refusal-data");
+        assert_eq!(status, expected, "{case}: {detail}");
+        match case {
+            "none" => assert!(detail.contains("carries no data"), "{detail}"),
+            "tools" => assert!(
+                detail.contains("\"tools\", though push/event under check.push needs pushEvents")
+                    && detail.contains("inference/request needs inferenceRequest"),
+                "{detail}"
+            ),
+            _ => {}
+        }
+        assert_eq!(
+            verdict(&doc, "host.refusal-code").0,
+            "pass",
+            "{case}: {doc:#}"
+        );
+    }
+}
