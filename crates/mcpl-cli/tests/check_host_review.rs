@@ -177,3 +177,41 @@ async fn a_capability_denial_naming_no_or_the_wrong_capability_warns() {
         );
     }
 }
+
+/// F5 (§5.4, §12): the checker advertises no `modelInfo`. A host granting `*` (which does
+/// reach the depth-1 path `modelInfo`, §5.4) or naming `modelInfo`, then answering
+/// `model/info`, has one defect: its grant is not the intersection with the advertisement,
+/// and it acted on it. Before, `host.answers-follow-grant` failed saying "modelInfo is not
+/// granted" (false on the wire: the host's grant reaches it) while the `*` only warned, and
+/// the named grant failed twice. Now the grant's check fails naming the answer, and the
+/// answer passes, naming that check. A `*` the host does not act on (it refuses
+/// `model/info`) still only warns.
+#[tokio::test]
+async fn a_grant_beyond_the_advertisement_acted_on_is_one_defect() {
+    for (grant, answers, within) in [
+        (json!(["*"]), true, "fail"),
+        (json!(["pushEvents", "modelInfo"]), true, "fail"),
+        (json!(["*"]), false, "warn"),
+    ] {
+        let name = format!("beyond-{}-{answers}.json", grant.as_array().unwrap().len());
+        let doc = scripted(&name, head(grant.clone()), |m| strict(m, answers)).await;
+        let (status, detail) = verdict(&doc, "host.grant-within-advertisement");
+        assert_eq!(status, within, "{grant} {answers}: {detail}");
+        if grant == json!(["*"]) && answers {
+            assert!(
+                detail.contains("acted on a grant beyond the advertisement")
+                    && detail.contains("model/info answered"),
+                "{detail}"
+            );
+        }
+        let (status, detail) = verdict(&doc, "host.answers-follow-grant");
+        assert_eq!(status, "pass", "{grant} {answers}: {detail}");
+        assert!(!detail.contains("is not granted"), "{detail}");
+        if answers {
+            assert!(
+                detail.contains("host.grant-within-advertisement"),
+                "{detail}"
+            );
+        }
+    }
+}

@@ -57,7 +57,7 @@ catalogue! {
     HOST_CATALOGUE, "Every check `mcpl check-host` performs, in report order.";
     "host.initialize-advertises-mcpl", "§5.2", "initialize carries experimental.mcpl with version \"0.5\"";
     "host.policy-is-request", "§5.3", "the initial featureSets/update is a Request, sent even when it grants nothing";
-    "host.grant-within-advertisement", "§5.4", "effectiveCapabilities, in every policy Request, names only paths the server advertised (an entry naming no §6.2 path fails; a bare parent or a `*` short of the leaves, which grants nothing, warns)";
+    "host.grant-within-advertisement", "§5.4", "effectiveCapabilities, in every policy Request, names only paths the server advertised (an entry naming no §6.2 path fails; a bare parent or a `*` short of the leaves, which grants nothing, warns; a `*` reaching past the advertisement warns, and fails once the host acts on what it reaches, e.g. answers model/info)";
     "host.grant-not-contradictory", "§5.4", "no policy Request names a path both in effectiveCapabilities and deniedCapabilities";
     "host.refuses-before-ready", "§5.3", "a push/event sent before the receipt is refused with an error";
     "host.register-refused-before-ready", "§5.3", "a channels/register sent before the receipt is refused with an error";
@@ -87,7 +87,7 @@ catalogue! {
     "host.response-ids-as-sent", "§4", "a response to the checker's request writes its integer id as the request did, not with a fraction or exponent such as 2.0 (JSON-RPC 2.0 §5; a warning)";
     "host.deliveries-within-grant", "§5.4", "every MCPL message the host delivers (inference/lifecycle, channels/publish, channels/open, channels/close, channels/outgoing/*, channels/list …) needs only what the grant in force allows, and none is one 0.5.0 removed (context/afterInference, §10.5)";
     "host.unknown-channel-code", "§14.6", "channels/incoming refused for a channel never registered carries -32023 (-32002 when channels.incoming is not granted; a warning)";
-    "host.answers-follow-grant", "§12", "model/info and channels/list get a result only when the grant allows modelInfo / channels.register, else an error (§12, §14.1, §5.4)";
+    "host.answers-follow-grant", "§12", "model/info and channels/list get a result only when the grant allows modelInfo / channels.register, else an error (§12, §14.1, §5.4); an answer under a path the host's own grant reaches though the server never advertised it is host.grant-within-advertisement's defect, counted there once";
     "host.removed-methods-refused", "§7", "scope/elevate, removed in 0.5.0, gets an error, never a result (an approval on a server-supplied label)";
     "host.invalid-uses-refused", "§6.4", "a push/event under a feature set whose uses holds a value outside §6.2's vocabulary is refused with an error (the set is disabled, invalid_uses), even with pushEvents granted";
     "host.refusal-code", "§6.6", "a push/event or inference/request the policy does not allow is refused with -32001 or -32002, the documented codes (-32003, unknown feature set, also under check.typo, whose invalid declaration a host may discard; -32601 only from a host not advertising the method's capability)";

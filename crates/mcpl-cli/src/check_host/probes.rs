@@ -220,7 +220,8 @@ impl Run {
                 answered: self.ready && self.policy.allows(needs),
                 notified: self.grant_notified && self.ready,
             };
-            gated.judge(method, needs, meanwhile, &reply);
+            let offered = self.ready && self.policy.offered().allows(needs);
+            gated.judge(method, needs, meanwhile, offered, &reply);
             match reply {
                 Reply::Timeout { note } => silent.push(format!("{method}{note}")),
                 Reply::Invalid(why) => invalid.push(format!("{method} ({why})")),
@@ -228,6 +229,16 @@ impl Run {
                 Reply::Closed => return,
                 _ => {}
             }
+        }
+        if !gated.beyond.is_empty() {
+            // §5.4: the one defect is the grant; the answer shows the host acted on it.
+            let d = format!(
+                "the host acted on a grant beyond the advertisement: {} (§5.4: \
+                 effectiveCapabilities is the intersection of the server's advertisement and \
+                 host policy, so a path never advertised is denied, and §12 asks for an error)",
+                gated.beyond.join("; ")
+            );
+            self.record("host.grant-within-advertisement", Status::Fail, d);
         }
         let (status, detail) = gated.verdict();
         self.record("host.answers-follow-grant", status, detail);
@@ -932,14 +943,41 @@ impl Run {
 struct Gated {
     judged: Vec<String>,
     outside: Vec<String>,
+    /// Answers outside the grant in force that the host's own grant allowed: its
+    /// `effectiveCapabilities` reached a path the server never advertised (by name or by a
+    /// `*` pattern, §5.4), and the host took it as granted. One defect, the grant's
+    /// (`host.grant-within-advertisement` fails naming the answer); the answer follows the
+    /// grant the host sent, so `host.answers-follow-grant` does not count it again.
+    beyond: Vec<String>,
     /// Which of the two were answered outside the grant: `model/info`, `channels/list`.
     rules: (bool, bool),
 }
 
 impl Gated {
-    fn judge(&mut self, method: &str, needs: Capability, m: Meanwhile, reply: &Reply) {
+    /// Judges `reply` to `method` under `m`; `offered`: the grant the host sent, as sent
+    /// (unintersected with the advertisement), allows `needs` when it answered.
+    fn judge(
+        &mut self,
+        method: &str,
+        needs: Capability,
+        m: Meanwhile,
+        offered: bool,
+        reply: &Reply,
+    ) {
         let cap = needs.as_str();
         match (m.expected(), reply) {
+            (Some(false), Reply::Result(r)) if offered && !m.notified => {
+                self.beyond.push(format!(
+                    "{method} answered {}, {cap} taken as granted though the server never \
+                     advertised it",
+                    excerpt(r)
+                ));
+                self.judged.push(format!(
+                    "{method} answered under {cap}, which the host's effectiveCapabilities \
+                     reach though the server never advertised it (one defect: \
+                     host.grant-within-advertisement)"
+                ));
+            }
             (Some(false), Reply::Result(r)) => {
                 if needs == Capability::ModelInfo {
                     self.rules.0 = true;

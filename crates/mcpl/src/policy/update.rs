@@ -417,6 +417,13 @@ impl ServerPolicyState {
         &self.grant
     }
 
+    /// The grant the last policy Request offered, as sent: [`Self::grant`] is its part
+    /// within the advertisement (§5.4), what is outside is what the host took as granted
+    /// though the server never advertised it ([`Outcome::excess`]).
+    pub fn offered(&self) -> &Grant {
+        &self.offered
+    }
+
     /// The current selection (`enabled` / accumulated `disabled`).
     pub fn selection(&self) -> &Selection {
         &self.selection
