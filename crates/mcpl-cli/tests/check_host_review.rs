@@ -215,3 +215,61 @@ async fn a_grant_beyond_the_advertisement_acted_on_is_one_defect() {
         }
     }
 }
+
+/// F7 (§10.5: a lifecycle signal MUST NOT carry message content, its fields listed; §10.1:
+/// without `observe` the user's text is absent): content under a name outside the library's
+/// denylist passed, whether an `inference/lifecycle` carrying `output` (the reply) or
+/// `metadata.userText`, or a hook carrying `history` with `observe` not granted. Each now
+/// warns (text outside the listed fields; §8 tolerates unknown members, so never a fail).
+/// The same host sending unknown members that hold no text passes both checks.
+#[tokio::test]
+async fn text_outside_the_listed_fields_warns() {
+    for texty in [true, false] {
+        let extra = |text: Value| {
+            if texty {
+                text
+            } else {
+                json!({ "n": 3, "ok": true })
+            }
+        };
+        let signals = [
+            json!({ "jsonrpc": "2.0", "method": "inference/lifecycle", "params": {
+                "inferenceId": "i1", "conversationId": "c1", "turnIndex": 0,
+                "phase": "started", "metadata": extra(json!({ "userText": "secret" })) } }),
+            json!({ "jsonrpc": "2.0", "method": "inference/lifecycle", "params": {
+                "inferenceId": "i1", "phase": "completed",
+                "output": extra(json!("the full reply the model produced")) } }),
+            json!({ "jsonrpc": "2.0", "id": "h1", "method": "context/beforeInference",
+                "params": { "inferenceId": "i2", "conversationId": "c1", "turnIndex": 1,
+                    "userMessage": null,
+                    "history": extra(json!([{ "role": "user", "content": "earlier" }])) } }),
+        ];
+        let mut pending: String = signals.iter().map(line).collect();
+        let grant = json!([
+            "pushEvents",
+            "inferenceLifecycle",
+            "contextHooks.beforeInference.inject.beforeUser"
+        ]);
+        let doc = scripted(&format!("unlisted-{texty}.json"), head(grant), |m| {
+            format!("{}{}", std::mem::take(&mut pending), strict(m, false))
+        })
+        .await;
+        let expected = if texty { "warn" } else { "pass" };
+        let (status, detail) = verdict(&doc, "host.lifecycle-metadata-only");
+        assert_eq!(status, expected, "{detail}");
+        if texty {
+            for said in ["2 of 2", "metadata", "output", "§10.5"] {
+                assert!(detail.contains(said), "{said}: {detail}");
+            }
+        }
+        assert_eq!(verdict(&doc, "host.lifecycle-paired").0, "pass", "{doc:#}");
+        let (status, detail) = verdict(&doc, "host.user-message-redacted");
+        assert_eq!(status, expected, "{detail}");
+        if texty {
+            assert!(
+                detail.contains("history") && detail.contains("observe"),
+                "{detail}"
+            );
+        }
+    }
+}

@@ -7,7 +7,9 @@
 //! - **metadata only**: well-formed §10.5 params (`inferenceId`, a phase of the four), no
 //!   message content (the library's [`LifecycleParams::content_like_members`]), `model` only
 //!   when `modelInfo` is granted ([`mcpl::policy::ungranted_lifecycle_model`]; the checker
-//!   advertises no `modelInfo`, so never here), `usage` only on `completed`;
+//!   advertises no `modelInfo`, so never here), `usage` only on `completed`; a member
+//!   outside §10.5's fields carrying text warns ([`super::unlisted`]: §10.5 lists its
+//!   fields, §8 tolerates unknown ones);
 //! - **paired**: the library's consumer, [`LifecycleTracker`], reads the stream as a server
 //!   does; a terminal with no `started`, a second terminal, or a second `started` for one
 //!   `inferenceId` is a conformance defect (§10.5: a host MUST attempt exactly one terminal
@@ -23,13 +25,14 @@ use std::time::{Duration, Instant};
 
 use mcpl::capability::Grant;
 use mcpl::lifecycle::{LifecycleConfig, LifecycleDiagnostic, LifecycleTracker};
-use mcpl::protocol::lifecycle::LifecycleParams;
+use mcpl::protocol::lifecycle::{LifecycleParams, CONTENT_LIKE_MEMBERS};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::judge::capped;
 use super::session::Run;
 use super::tally::Tally;
+use super::unlisted::{text_members, LIFECYCLE_LISTED};
 use crate::check::report::Status;
 
 /// The check on what one signal carries.
@@ -67,6 +70,9 @@ pub(super) struct Lifecycles {
     seen: u64,
     metadata: Found,
     paired: Found,
+    /// Members outside §10.5's table carrying text: warned, not failed
+    /// ([`super::unlisted`]'s reading).
+    unlisted: Found,
 }
 
 impl Default for Lifecycles {
@@ -82,6 +88,7 @@ impl Default for Lifecycles {
             seen: 0,
             metadata: Tally::default(),
             paired: Tally::default(),
+            unlisted: Tally::default(),
         }
     }
 }
@@ -95,6 +102,16 @@ impl Lifecycles {
             push(
                 &mut self.metadata,
                 format!("signal {n} carried model, though modelInfo is not granted"),
+            );
+        }
+        let unlisted = text_members(params, LIFECYCLE_LISTED, CONTENT_LIKE_MEMBERS);
+        if !unlisted.is_empty() {
+            push(
+                &mut self.unlisted,
+                format!(
+                    "signal {n} carries text under {}, outside §10.5's fields",
+                    unlisted.join(", ")
+                ),
             );
         }
         let parsed = params
@@ -178,6 +195,24 @@ impl Run {
             "a host MUST attempt exactly one terminal per started; a terminal with no started \
              or a second terminal is a conformance defect",
         );
+        let n = l.unlisted.count();
+        let metadata = match metadata {
+            (Status::Pass, _) if n > 0 => {
+                let shown = l
+                    .unlisted
+                    .cut()
+                    .map_or_else(String::new, |k| format!(", the first {k} shown"));
+                let d = format!(
+                    "{n} of {} inference/lifecycle signal(s) carry text outside §10.5's fields \
+                     (which MUST NOT carry message content; an unknown member is tolerated, \
+                     §8, but text in one may be content: a warning){shown}: {}",
+                    l.seen,
+                    l.unlisted.joined()
+                );
+                (Status::Warn, d)
+            }
+            other => other,
+        };
         self.record(METADATA, metadata.0, metadata.1);
         self.record(PAIRED, paired.0, paired.1);
     }

@@ -39,6 +39,7 @@ mod served;
 mod session;
 mod tally;
 mod tolerance;
+mod unlisted;
 mod watched;
 
 use std::path::PathBuf;
@@ -71,7 +72,7 @@ catalogue! {
     "host.register-itemized", "§14.5", "channels/register is refused unless granted, and answered with one result per descriptor when it is (refusing it whole then warns: safe, but no itemized answer)";
     "host.incoming-follows-grant", "§14.5", "channels/incoming is refused when channels.incoming is not granted";
     "host.hooks-after-ready", "§5.3", "context/beforeInference only after the receipt, under a granted hook leaf";
-    "host.user-message-redacted", "§10.1", "userMessage is null in beforeInference unless observe is granted";
+    "host.user-message-redacted", "§10.1", "userMessage is null in beforeInference unless observe is granted (text under a member §10.1 does not list, observe not granted, warns)";
     "host.grant-within-own-advertisement", "§5.2", "the grant names only paths the host itself advertises supporting (a warning)";
     "host.undeclared-use-refused", "§6.4", "a use the exercising feature set does not declare is refused with an error";
     "host.inference-follows-grant", "§5.4", "inference/request is refused with an error unless its set is allowed, and answered when it is";
@@ -92,7 +93,7 @@ catalogue! {
     "host.invalid-uses-refused", "§6.4", "a push/event under a feature set whose uses holds a value outside §6.2's vocabulary is refused with an error (the set is disabled, invalid_uses), even with pushEvents granted";
     "host.refusal-code", "§6.6", "a push/event or inference/request the policy does not allow is refused with -32001 or -32002, the documented codes (-32003, unknown feature set, also under check.typo, whose invalid declaration a host may discard; -32601 only from a host not advertising the method's capability)";
     "host.refusal-data", "§6.6", "a -32002 refusing a push/event or inference/request the policy does not allow names the denied capability in data.capability, the one the method needs (§14.6; a warning)";
-    "host.lifecycle-metadata-only", "§10.5", "every inference/lifecycle the host sends is metadata only: well-formed, no message content, model only when modelInfo is granted, usage on completed only";
+    "host.lifecycle-metadata-only", "§10.5", "every inference/lifecycle the host sends is metadata only: well-formed, no message content, model only when modelInfo is granted, usage on completed only (text under a member §10.5 does not list warns)";
     "host.lifecycle-paired", "§10.5", "inference/lifecycle signals pair up: no terminal without its started, no second terminal, no second started for one inferenceId";
     "host.responses-once", "§4", "each request of the checker's gets one response: none comes again under the id of a request already answered (JSON-RPC 2.0 §5)";
     "host.register-duplicate-id", "§14.2", "a channels/register naming one channel id in two descriptors is refused with an error, or answered with one result per descriptor accepting at most one of them";

@@ -268,5 +268,25 @@ impl Run {
                 "userMessage sent though observe is not granted",
             );
         }
+        // §10.1 with §8 (F7): without observe, text under a member §10.1 does not list may be
+        // the user's (a history, a transcript); a warning ([`super::super::unlisted`]).
+        let observe_before = before.map_or(true, |b| mcpl::policy::user_message_allowed(&b));
+        if !(observe_before && mcpl::policy::user_message_allowed(&in_force)) {
+            let names = super::super::unlisted::text_members(
+                params,
+                super::super::unlisted::HOOK_LISTED,
+                &[],
+            );
+            if !names.is_empty() {
+                let d = format!(
+                    "context/beforeInference carried text under {}, outside §10.1's fields, \
+                     though observe is not granted (the user's text is then absent, not merely \
+                     discouraged; an unknown member is tolerated, §8, but text in one may be \
+                     the user's: a warning)",
+                    names.join(", ")
+                );
+                self.record("host.user-message-redacted", Status::Warn, d);
+            }
+        }
     }
 }

@@ -1,0 +1,118 @@
+//! Members a host sends outside the ones a method's section lists, read for text: finding
+//! F7 (§10.5: a lifecycle signal "MUST NOT carry message content"; §10.1: without `observe`
+//! the user's text is absent, "not merely discouraged").
+//!
+//! Reading: a list of member names known to carry content (the library's
+//! `CONTENT_LIKE_MEMBERS`) is a denylist, and content under any other name (`output`,
+//! `history`, `metadata.userText`) passed. The spec's rule is an allowlist: §10.5 and §10.1
+//! each list their fields, and §10.5 says the content fields "do not exist". Yet §8 asks
+//! peers to tolerate unknown fields (and never to require them), so an unknown member is no
+//! defect by itself. The checker cannot tell text from content, so a member outside the
+//! listed ones whose value holds a non-empty string anywhere within it (the only way a
+//! message's content travels) is a warning, never a fail; one holding only numbers,
+//! booleans or nulls, or written `null`, passes. MCP's reserved `_meta` is tolerated as
+//! listed. A member the denylist names stays a fail where it was judged so before.
+
+use serde_json::Value;
+
+/// The members §10.5's table lists for `inference/lifecycle` (and MCP's `_meta`).
+pub(super) const LIFECYCLE_LISTED: &[&str] = &[
+    "inferenceId",
+    "conversationId",
+    "turnIndex",
+    "phase",
+    "model",
+    "usage",
+    "_meta",
+];
+
+/// The members §10.1's table lists for `context/beforeInference` (and MCP's `_meta`).
+pub(super) const HOOK_LISTED: &[&str] = &[
+    "inferenceId",
+    "conversationId",
+    "turnIndex",
+    "userMessage",
+    "model",
+    "_meta",
+];
+
+/// Most values looked at within one member (a message is already bounded by
+/// [`super::MAX_MESSAGE`]; this bounds the walk's time, not its memory).
+const MAX_VALUES: usize = 10_000;
+
+/// Most member names returned.
+const MAX_NAMES: usize = 4;
+
+/// Characters of a returned name.
+const MAX_NAME_CHARS: usize = 64;
+
+/// The members of `params` outside `listed` and outside `skip` whose value holds a
+/// non-empty string (at most [`MAX_NAMES`], each cut to [`MAX_NAME_CHARS`], in the
+/// order the parsed object holds them).
+pub(super) fn text_members(params: Option<&Value>, listed: &[&str], skip: &[&str]) -> Vec<String> {
+    let Some(members) = params.and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    members
+        .iter()
+        .filter(|(k, _)| !listed.contains(&k.as_str()) && !skip.contains(&k.as_str()))
+        .filter(|(_, v)| holds_text(v))
+        .take(MAX_NAMES)
+        .map(|(k, _)| k.chars().take(MAX_NAME_CHARS).collect())
+        .collect()
+}
+
+/// Whether `v` holds a non-empty string anywhere within it (a member name is no text: an
+/// object's keys are read as structure). Walks at most [`MAX_VALUES`] values, without
+/// recursion; past them, it answers `true` (fail closed: what was not read may hold text).
+fn holds_text(v: &Value) -> bool {
+    let mut stack = vec![v];
+    let mut seen = 0usize;
+    while let Some(v) = stack.pop() {
+        seen += 1;
+        if seen > MAX_VALUES {
+            return true;
+        }
+        match v {
+            Value::String(s) if !s.is_empty() => return true,
+            Value::Array(a) => stack.extend(a.iter()),
+            Value::Object(o) => stack.extend(o.values()),
+            _ => {}
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// §10.5 with §8: a member outside the table carrying text is named; one carrying
+    /// numbers, booleans or null, `_meta`, the listed ones and the skipped ones are not.
+    #[test]
+    fn s10_5_unlisted_members_carrying_text_are_named() {
+        let p = json!({ "inferenceId": "i", "phase": "completed", "model": { "id": "m" },
+            "output": "the full reply", "metadata": { "userText": "secret" },
+            "history": [{ "role": "user", "content": "hi" }],
+            "vendorCount": 3, "flags": [true, null], "empty": "", "gone": null,
+            "_meta": { "trace": "t" }, "userMessage": "denylisted" });
+        let named = text_members(Some(&p), LIFECYCLE_LISTED, &["userMessage"]);
+        let mut named = named;
+        named.sort();
+        assert_eq!(named, ["history", "metadata", "output"]);
+        assert!(text_members(Some(&json!("x")), LIFECYCLE_LISTED, &[]).is_empty());
+        assert!(text_members(None, HOOK_LISTED, &[]).is_empty());
+    }
+
+    /// The walk is bounded: a member past [`MAX_VALUES`] values reads as holding text.
+    #[test]
+    fn a_walk_past_its_bound_fails_closed() {
+        let p = json!({ "big": vec![0; MAX_VALUES + 1] });
+        assert_eq!(text_members(Some(&p), HOOK_LISTED, &[]), ["big"]);
+        let many: serde_json::Map<String, Value> =
+            (0..10).map(|i| (format!("m{i}"), json!("t"))).collect();
+        let p = Value::Object(many);
+        assert_eq!(text_members(Some(&p), HOOK_LISTED, &[]).len(), MAX_NAMES);
+    }
+}
