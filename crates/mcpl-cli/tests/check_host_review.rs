@@ -273,3 +273,38 @@ async fn text_outside_the_listed_fields_warns() {
         }
     }
 }
+
+/// §6.7, wire order: a probe's answer read while a later policy Request's receipt is held
+/// is judged under the grant in force where it came. The host, asked to register the
+/// checker's channels (granted), sends a policy Request keeping the grant, then its answer
+/// to the probe, then a policy Request withdrawing `channels.register`. The checker set the
+/// answer aside for the probe's loop but handled the withdrawal first, and judged the
+/// answer under it: "channels.register is not granted, yet channels/register was
+/// answered". Now what follows a set-aside answer is set aside behind it, in wire order.
+#[tokio::test]
+async fn an_answer_read_during_a_held_receipt_is_judged_before_what_followed_it() {
+    let grant = json!(["pushEvents", "channels.register"]);
+    let mut sent = false;
+    let doc = scripted("held-receipt-order.json", head(grant.clone()), |m| {
+        let probe =
+            m["method"] == "channels/register" && m["params"]["channels"][0]["id"] == "check:a";
+        if !probe || std::mem::replace(&mut sent, true) {
+            return strict(m, false);
+        }
+        let keep = json!({ "jsonrpc": "2.0", "id": "p1", "method": "featureSets/update",
+                           "params": { "effectiveCapabilities": grant } });
+        let answer = ok(
+            m,
+            json!({ "results": [{ "id": "check:a", "accepted": true },
+                                { "id": "check:b", "accepted": true }] }),
+        );
+        let withdraw = json!({ "jsonrpc": "2.0", "id": "p2", "method": "featureSets/update",
+                               "params": { "effectiveCapabilities": ["pushEvents"] } });
+        format!("{}{answer}{}", line(&keep), line(&withdraw))
+    })
+    .await;
+    assert!(sent, "the register probe came: {doc:#}");
+    let (status, detail) = verdict(&doc, "host.register-itemized");
+    assert_eq!(status, "pass", "{detail}");
+    assert!(detail.contains("one result per descriptor"), "{detail}");
+}

@@ -132,9 +132,14 @@ pub(super) struct Run {
     pub(super) answered_any: bool,
     /// Responses to the checker's requests that a later receipt's hold read in wire order
     /// while a loop awaiting them was suspended ([`Run::hold_later_receipt`]), handed to
-    /// that loop first ([`Run::ordered_until`]). Only responses to requests the peer still
-    /// awaits are delivered so (a few: a probe and its ping), others being diagnostics.
-    pub(super) stash: std::collections::VecDeque<Ordered>,
+    /// that loop first ([`Run::ordered_until`]), and every message the hold read after the
+    /// first of them, in wire order behind it, each with the grant before the held
+    /// receipt (it came before the host could read it, [`Run::expanding`]): a message
+    /// after an answer is handled after it, so a grant change never reaches back to an
+    /// answer that came before it (§6.7). Only responses to requests the peer still awaits
+    /// are delivered so (a few: a probe and its ping), others being diagnostics; messages
+    /// are bounded by what a hold reads ([`Run::hold_left`], the peer's bounds).
+    pub(super) stash: std::collections::VecDeque<(Ordered, Option<Grant>)>,
     /// While a later policy Request's receipt is held: the grant before it. An expansion
     /// takes effect at the host only once it has read the receipt (§6.7), so what the host
     /// sends meanwhile is judged under this grant too ([`Run::judge_hook`]).
@@ -517,6 +522,8 @@ impl Run {
     /// The next message from the host before `deadline`; `None` on the deadline or when the
     /// connection ends.
     pub(super) async fn next_until(&mut self, deadline: Instant) -> Option<IncomingMessage> {
+        // What a hold set aside came first (no loop awaits its answers any more).
+        self.drain_stash().await;
         if self.closed {
             return None;
         }

@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// Most messages set aside in [`Run::stash`] at once (by a held receipt, or while a probe's
+/// paired ping is awaited after its answer); past it, they are handled at once, in order.
+pub(in crate::check_host) const MAX_STASHED: usize = 64;
+
 impl Run {
     /// A request on its way, bounded by `bound`.
     pub(in crate::check_host) fn start(
@@ -67,16 +71,87 @@ impl Run {
         }
     }
 
-    /// The next message or response in wire order before `deadline`, a response a later
-    /// receipt's hold read first ([`Run::stash`]) coming before anything new.
+    /// The next message or response in wire order before `deadline`, what a later receipt's
+    /// hold set aside ([`Run::stash`]) coming before anything new: a response is returned,
+    /// a message is handled here, in its place, under the grant it came under.
     pub(in crate::check_host) async fn ordered_until(
         &mut self,
         deadline: Instant,
     ) -> Result<Option<Ordered>, tokio::time::error::Elapsed> {
-        if let Some(o) = self.stash.pop_front() {
-            return Ok(Some(o));
+        while let Some((o, held)) = self.stash.pop_front() {
+            match o {
+                Ordered::Message(m) => self.handle_stashed(m, held).await,
+                response => return Ok(Some(response)),
+            }
         }
         tokio::time::timeout_at(deadline, self.incoming.recv_ordered()).await
+    }
+
+    /// The next response before `deadline`, the messages read before it set aside in wire
+    /// order ([`Run::stash`]) for whatever reads next (the first response the stash holds
+    /// comes first, the messages ahead of it staying there). Past [`MAX_STASHED`] messages
+    /// set aside, what was set aside is handled and the next message returned, in order.
+    pub(in crate::check_host) async fn response_until(
+        &mut self,
+        deadline: Instant,
+    ) -> Result<Option<Ordered>, tokio::time::error::Elapsed> {
+        let first = self
+            .stash
+            .iter()
+            .position(|(o, _)| matches!(o, Ordered::Response(_)));
+        if let Some((o, _)) = first.and_then(|i| self.stash.remove(i)) {
+            return Ok(Some(o));
+        }
+        loop {
+            match tokio::time::timeout_at(deadline, self.incoming.recv_ordered()).await? {
+                Some(o @ Ordered::Message(_)) if self.stash.len() < MAX_STASHED => {
+                    self.stash.push_back((o, self.expanding));
+                }
+                Some(o @ Ordered::Message(_)) => {
+                    self.handle_stashed_messages().await;
+                    return Ok(Some(o));
+                }
+                other => return Ok(other),
+            }
+        }
+    }
+
+    /// Handles, in order, the messages set aside ([`Run::stash`]), the responses among them
+    /// kept there for the loops awaiting them.
+    pub(in crate::check_host) async fn handle_stashed_messages(&mut self) {
+        let mut kept = std::collections::VecDeque::new();
+        while let Some((o, held)) = self.stash.pop_front() {
+            match o {
+                Ordered::Message(m) => self.handle_stashed(m, held).await,
+                response => kept.push_back((response, held)),
+            }
+        }
+        // Anything set aside while those were handled comes after the responses kept.
+        kept.append(&mut self.stash);
+        self.stash = kept;
+    }
+
+    /// Handles `m`, a message a hold set aside, as the hold would have: with `held`, the
+    /// grant before the receipt it held, as [`Run::expanding`] (§6.7).
+    pub(in crate::check_host) async fn handle_stashed(
+        &mut self,
+        m: IncomingMessage,
+        held: Option<Grant>,
+    ) {
+        let m = self.arrived(m);
+        let outer = std::mem::replace(&mut self.expanding, held);
+        Box::pin(self.handle(m)).await;
+        self.expanding = outer;
+    }
+
+    /// Handles every message a hold set aside, in order, where no loop awaits the answers
+    /// set aside with them (those are dropped: late answers, as a loop reads them).
+    pub(in crate::check_host) async fn drain_stash(&mut self) {
+        while let Some((o, held)) = self.stash.pop_front() {
+            if let Ordered::Message(m) = o {
+                self.handle_stashed(m, held).await;
+            }
+        }
     }
 
     /// The reply of a settled call, noting a closed connection, and on a timeout the
@@ -170,6 +245,7 @@ impl Run {
     /// request comes first (`biased`), so a host flooding the checker cannot keep it from
     /// seeing its timeout.
     pub(in crate::check_host) async fn settle(&mut self, mut call: Call) -> Reply {
+        self.drain_stash().await;
         loop {
             tokio::select! {
                 biased;
@@ -290,7 +366,15 @@ impl Run {
                 (true, false) => first_deadline,
                 _ => ping_deadline,
             };
-            match self.ordered_until(deadline).await {
+            // Once the request is answered, what the host sends before the ping's answer is
+            // set aside, to be handled after the probe is judged: in wire order, the answer
+            // came first, and a grant change behind it never reaches back to it (§6.7).
+            let read = if answer.is_some() {
+                self.response_until(deadline).await
+            } else {
+                self.ordered_until(deadline).await
+            };
+            match read {
                 Ok(Some(Ordered::Response(r))) => {
                     let outcome = r.outcome.map_err(PeerError::Remote);
                     if r.id.as_ref() == Some(&first_id) {
