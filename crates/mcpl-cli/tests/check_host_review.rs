@@ -308,3 +308,28 @@ async fn an_answer_read_during_a_held_receipt_is_judged_before_what_followed_it(
     assert_eq!(status, "pass", "{detail}");
     assert!(detail.contains("one result per descriptor"), "{detail}");
 }
+
+/// §10.5, §6.7: an `inference/lifecycle` carrying `model`, pipelined behind a policy
+/// Request that newly grants `modelInfo`, came before the host could read the receipt. It
+/// fails `host.lifecycle-metadata-only` (the checker never advertises `modelInfo`, so no
+/// grant it holds allows it; the signal is also judged under the grant before the held
+/// receipt, as a hook is).
+#[tokio::test]
+async fn a_model_pipelined_behind_a_widening_fails() {
+    let grant = json!(["pushEvents", "inferenceLifecycle"]);
+    let mut pending = {
+        let widen = json!({ "jsonrpc": "2.0", "id": "p1", "method": "featureSets/update",
+            "params": { "effectiveCapabilities": ["pushEvents", "inferenceLifecycle",
+                                                  "modelInfo"] } });
+        let signal = json!({ "jsonrpc": "2.0", "method": "inference/lifecycle", "params": {
+            "inferenceId": "i1", "phase": "started", "model": { "id": "m" } } });
+        format!("{}{}", line(&widen), line(&signal))
+    };
+    let doc = scripted("model-behind-widening.json", head(grant), |m| {
+        format!("{}{}", std::mem::take(&mut pending), strict(m, false))
+    })
+    .await;
+    let (status, detail) = verdict(&doc, "host.lifecycle-metadata-only");
+    assert_eq!(status, "fail", "{detail}");
+    assert!(detail.contains("carried model"), "{detail}");
+}

@@ -94,14 +94,25 @@ impl Default for Lifecycles {
 }
 
 impl Lifecycles {
-    /// Judges one signal's `params` under `grant`, the grant in force when it came.
-    fn judge(&mut self, params: Option<&Value>, grant: &Grant) {
+    /// Judges one signal's `params` under `grant`, the grant in force when it came, and
+    /// under `before`, the grant a held later receipt replaces ([`Run::expanding`]): a
+    /// signal read before the host could have read that receipt is under both (§6.7).
+    fn judge(&mut self, params: Option<&Value>, grant: &Grant, before: Option<&Grant>) {
         self.seen = self.seen.saturating_add(1);
         let n = self.seen;
         if mcpl::policy::ungranted_lifecycle_model(grant, params) {
             push(
                 &mut self.metadata,
                 format!("signal {n} carried model, though modelInfo is not granted"),
+            );
+        } else if before.is_some_and(|b| mcpl::policy::ungranted_lifecycle_model(b, params)) {
+            push(
+                &mut self.metadata,
+                format!(
+                    "signal {n} carried model under a modelInfo a later policy Request granted, \
+                     sent before the host could have read its receipt (§6.7: an expansion \
+                     takes effect once the receipt is read)"
+                ),
             );
         }
         let unlisted = text_members(params, LIFECYCLE_LISTED, CONTENT_LIKE_MEMBERS);
@@ -163,14 +174,16 @@ fn verdict(found: &Found, seen: u64, what: &str, rule: &str) -> (Status, String)
 
 impl Run {
     /// Judges an `inference/lifecycle` the host sent (in either form) under the grant in
-    /// force (none before the receipt).
+    /// force (none before the receipt), and while a later receipt is held under the grant
+    /// before it too (§6.7, [`Run::expanding`], as [`Run::judge_hook`] reads a hook).
     pub(super) fn judge_lifecycle(&mut self, params: Option<&Value>) {
         let in_force = if self.policy.is_ready() {
             *self.policy.grant()
         } else {
             Grant::none()
         };
-        self.lifecycles.judge(params, &in_force);
+        let before = self.expanding;
+        self.lifecycles.judge(params, &in_force, before.as_ref());
     }
 
     /// Records [`METADATA`] and [`PAIRED`] from the signals that came, however the run ended.
@@ -227,7 +240,7 @@ mod tests {
         let mut l = Lifecycles::default();
         let grant = Grant::from_patterns(["inferenceLifecycle"]).unwrap_or_default();
         for s in signals {
-            l.judge(Some(s), &grant);
+            l.judge(Some(s), &grant, None);
         }
         l
     }
@@ -241,6 +254,23 @@ mod tests {
                    "usage": {"inputTokens": 1, "outputTokens": 2}}),
         ]);
         assert_eq!((l.seen, l.metadata.count(), l.paired.count()), (2, 0, 0));
+    }
+
+    /// §10.5, §6.7: a `model` under a `modelInfo` a later policy Request granted, read
+    /// while its receipt is held (the host could not have read it), is one defect; after
+    /// the receipt, none.
+    #[test]
+    fn s6_7_a_model_under_a_grant_not_yet_in_force_is_a_defect() {
+        let wide = Grant::from_patterns(["inferenceLifecycle", "modelInfo"]).unwrap_or_default();
+        let narrow = Grant::from_patterns(["inferenceLifecycle"]).unwrap_or_default();
+        let signal = json!({ "inferenceId": "i1", "phase": "started", "model": { "id": "m" } });
+        let mut l = Lifecycles::default();
+        l.judge(Some(&signal), &wide, Some(&narrow));
+        assert_eq!(l.metadata.count(), 1, "{:?}", l.metadata);
+        assert!(l.metadata.joined().contains("§6.7"), "{:?}", l.metadata);
+        let mut l = Lifecycles::default();
+        l.judge(Some(&signal), &wide, None);
+        assert_eq!(l.metadata.count(), 0, "{:?}", l.metadata);
     }
 
     /// §10.5: members written `null` carry nothing (`protocol::given`'s reading): a host
