@@ -28,6 +28,7 @@ mod channels;
 mod delivered;
 mod exchange;
 mod frames;
+mod gated;
 mod judge;
 mod junk;
 mod lifecycle;
