@@ -310,10 +310,10 @@ async fn an_answer_read_during_a_held_receipt_is_judged_before_what_followed_it(
 }
 
 /// §10.5, §6.7: an `inference/lifecycle` carrying `model`, pipelined behind a policy
-/// Request that newly grants `modelInfo`, came before the host could read the receipt. It
-/// fails `host.lifecycle-metadata-only` (the checker never advertises `modelInfo`, so no
-/// grant it holds allows it; the signal is also judged under the grant before the held
-/// receipt, as a hook is).
+/// Request that newly grants `modelInfo`, came before the host could read the receipt: it
+/// fails `host.lifecycle-metadata-only` saying so (judged under the grant the host held
+/// before the held receipt, as a hook is; `judge_lifecycle` had ignored it). Naming the
+/// unadvertised `modelInfo` is the grant's own defect besides.
 #[tokio::test]
 async fn a_model_pipelined_behind_a_widening_fails() {
     let grant = json!(["pushEvents", "inferenceLifecycle"]);
@@ -331,5 +331,43 @@ async fn a_model_pipelined_behind_a_widening_fails() {
     .await;
     let (status, detail) = verdict(&doc, "host.lifecycle-metadata-only");
     assert_eq!(status, "fail", "{detail}");
-    assert!(detail.contains("carried model"), "{detail}");
+    assert!(
+        detail.contains("carried model") && detail.contains("could have read its receipt"),
+        "{detail}"
+    );
+    assert_eq!(verdict(&doc, "host.grant-within-advertisement").0, "fail");
+}
+
+/// F5's pattern on the lifecycle signal (§5.4, §10.5): a host granting `*`, which reaches
+/// `modelInfo` though the checker never advertised it, then sending `inference/lifecycle`
+/// with a `model`, has one defect, its grant. `host.lifecycle-metadata-only` failed saying
+/// "modelInfo is not granted" (false on the wire) beside the grant's warning. Now the
+/// grant's check fails naming the signal, and the signal's check passes naming that check.
+#[tokio::test]
+async fn a_lifecycle_model_under_a_grant_beyond_the_advertisement_is_one_defect() {
+    let mut pending: String = [
+        json!({ "jsonrpc": "2.0", "method": "inference/lifecycle", "params": {
+            "inferenceId": "i1", "phase": "started", "model": { "id": "m" } } }),
+        json!({ "jsonrpc": "2.0", "method": "inference/lifecycle", "params": {
+            "inferenceId": "i1", "phase": "completed" } }),
+    ]
+    .iter()
+    .map(line)
+    .collect();
+    let doc = scripted("lifecycle-model-star.json", head(json!(["*"])), |m| {
+        format!("{}{}", std::mem::take(&mut pending), strict(m, false))
+    })
+    .await;
+    let (status, detail) = verdict(&doc, "host.grant-within-advertisement");
+    assert_eq!(status, "fail", "{detail}");
+    assert!(
+        detail.contains("inference/lifecycle carried model"),
+        "{detail}"
+    );
+    let (status, detail) = verdict(&doc, "host.lifecycle-metadata-only");
+    assert_eq!(status, "pass", "{detail}");
+    assert!(
+        detail.contains("host.grant-within-advertisement"),
+        "{detail}"
+    );
 }

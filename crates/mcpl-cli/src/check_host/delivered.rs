@@ -79,7 +79,7 @@ impl Run {
             // §6.7: while a later receipt is held, a message the grant before it refused
             // came before the host could have read it (an expansion is not yet in force).
             Ok(_)
-                if self.expanding.is_some_and(|b| {
+                if self.expanding.is_some_and(|(b, _)| {
                     mcpl::session::admit(Receiver::Server, method, params, self.ready, &b).is_err()
                 }) =>
             {

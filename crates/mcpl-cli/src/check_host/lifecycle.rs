@@ -73,6 +73,9 @@ pub(super) struct Lifecycles {
     /// Members outside §10.5's table carrying text: warned, not failed
     /// ([`super::unlisted`]'s reading).
     unlisted: Found,
+    /// Signals carrying `model` under a `modelInfo` the host's own grant reaches though the
+    /// server never advertised it (§5.4): the grant's defect, judged once, there.
+    beyond: u64,
 }
 
 impl Default for Lifecycles {
@@ -89,23 +92,34 @@ impl Default for Lifecycles {
             metadata: Tally::default(),
             paired: Tally::default(),
             unlisted: Tally::default(),
+            beyond: 0,
         }
     }
 }
 
 impl Lifecycles {
     /// Judges one signal's `params` under `grant`, the grant in force when it came, and
-    /// under `before`, the grant a held later receipt replaces ([`Run::expanding`]): a
-    /// signal read before the host could have read that receipt is under both (§6.7).
-    fn judge(&mut self, params: Option<&Value>, grant: &Grant, before: Option<&Grant>) {
+    /// under `before`, the grant (as the host sent it) a held later receipt replaces
+    /// ([`Run::expanding`]): a signal read before the host could have read that receipt is
+    /// under both (§6.7).
+    /// `offered`: the grant as the host sent it ([`mcpl::policy::ServerPolicyState::offered`]);
+    /// a `model` it allows though `grant` does not follows the host's grant beyond the
+    /// advertisement, counted once as that grant's defect ([`Run::conclude_lifecycles`]).
+    fn judge(
+        &mut self,
+        params: Option<&Value>,
+        (grant, offered): (&Grant, &Grant),
+        before: Option<&Grant>,
+    ) {
         self.seen = self.seen.saturating_add(1);
         let n = self.seen;
-        if mcpl::policy::ungranted_lifecycle_model(grant, params) {
+        let ungranted = |g: &Grant| mcpl::policy::ungranted_lifecycle_model(g, params);
+        if ungranted(offered) {
             push(
                 &mut self.metadata,
                 format!("signal {n} carried model, though modelInfo is not granted"),
             );
-        } else if before.is_some_and(|b| mcpl::policy::ungranted_lifecycle_model(b, params)) {
+        } else if before.is_some_and(ungranted) {
             push(
                 &mut self.metadata,
                 format!(
@@ -114,6 +128,8 @@ impl Lifecycles {
                      takes effect once the receipt is read)"
                 ),
             );
+        } else if ungranted(grant) {
+            self.beyond = self.beyond.saturating_add(1);
         }
         let unlisted = text_members(params, LIFECYCLE_LISTED, CONTENT_LIKE_MEMBERS);
         if !unlisted.is_empty() {
@@ -182,8 +198,14 @@ impl Run {
         } else {
             Grant::none()
         };
-        let before = self.expanding;
-        self.lifecycles.judge(params, &in_force, before.as_ref());
+        let offered = if self.policy.is_ready() {
+            *self.policy.offered()
+        } else {
+            Grant::none()
+        };
+        let before = self.expanding.map(|(_, offered)| offered);
+        self.lifecycles
+            .judge(params, (&in_force, &offered), before.as_ref());
     }
 
     /// Records [`METADATA`] and [`PAIRED`] from the signals that came, however the run ended.
@@ -208,6 +230,18 @@ impl Run {
             "a host MUST attempt exactly one terminal per started; a terminal with no started \
              or a second terminal is a conformance defect",
         );
+        let beyond = l.beyond;
+        let metadata = match metadata {
+            (Status::Pass, d) if beyond > 0 => (
+                Status::Pass,
+                format!(
+                    "{d}; {beyond} carried model under modelInfo, which the host's \
+                     effectiveCapabilities reach though the server never advertised it (one \
+                     defect: host.grant-within-advertisement)"
+                ),
+            ),
+            other => other,
+        };
         let n = l.unlisted.count();
         let metadata = match metadata {
             (Status::Pass, _) if n > 0 => {
@@ -226,6 +260,16 @@ impl Run {
             }
             other => other,
         };
+        if beyond > 0 {
+            let d = format!(
+                "the host acted on a grant beyond the advertisement: inference/lifecycle \
+                 carried model in {beyond} signal(s), modelInfo taken as granted though the \
+                 server never advertised it (§5.4: effectiveCapabilities is the intersection \
+                 of the server's advertisement and host policy; §10.5: model only if modelInfo \
+                 is granted)"
+            );
+            self.record("host.grant-within-advertisement", Status::Fail, d);
+        }
         self.record(METADATA, metadata.0, metadata.1);
         self.record(PAIRED, paired.0, paired.1);
     }
@@ -240,7 +284,7 @@ mod tests {
         let mut l = Lifecycles::default();
         let grant = Grant::from_patterns(["inferenceLifecycle"]).unwrap_or_default();
         for s in signals {
-            l.judge(Some(s), &grant, None);
+            l.judge(Some(s), (&grant, &grant), None);
         }
         l
     }
@@ -265,11 +309,11 @@ mod tests {
         let narrow = Grant::from_patterns(["inferenceLifecycle"]).unwrap_or_default();
         let signal = json!({ "inferenceId": "i1", "phase": "started", "model": { "id": "m" } });
         let mut l = Lifecycles::default();
-        l.judge(Some(&signal), &wide, Some(&narrow));
+        l.judge(Some(&signal), (&wide, &wide), Some(&narrow));
         assert_eq!(l.metadata.count(), 1, "{:?}", l.metadata);
         assert!(l.metadata.joined().contains("§6.7"), "{:?}", l.metadata);
         let mut l = Lifecycles::default();
-        l.judge(Some(&signal), &wide, None);
+        l.judge(Some(&signal), (&wide, &wide), None);
         assert_eq!(l.metadata.count(), 0, "{:?}", l.metadata);
     }
 

@@ -139,11 +139,13 @@ pub(super) struct Run {
     /// answer that came before it (§6.7). Only responses to requests the peer still awaits
     /// are delivered so (a few: a probe and its ping), others being diagnostics; messages
     /// are bounded by what a hold reads ([`Run::hold_left`], the peer's bounds).
-    pub(super) stash: std::collections::VecDeque<(Ordered, Option<Grant>)>,
+    pub(super) stash: std::collections::VecDeque<(Ordered, Option<(Grant, Grant)>)>,
     /// While a later policy Request's receipt is held: the grant before it. An expansion
     /// takes effect at the host only once it has read the receipt (§6.7), so what the host
     /// sends meanwhile is judged under this grant too ([`Run::judge_hook`]).
-    pub(super) expanding: Option<Grant>,
+    /// With it, the grant the host had sent before, as sent
+    /// ([`ServerPolicyState::offered`]): what the host held before the change.
+    pub(super) expanding: Option<(Grant, Grant)>,
     /// What is left of the time later receipts may be held, in all: half a step, at most
     /// [`super::exchange::RECEIPT_HOLD_MAX`] (the run's bound keeps its margin).
     pub(super) hold_left: Duration,

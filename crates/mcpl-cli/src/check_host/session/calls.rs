@@ -136,7 +136,7 @@ impl Run {
     pub(in crate::check_host) async fn handle_stashed(
         &mut self,
         m: IncomingMessage,
-        held: Option<Grant>,
+        held: Option<(Grant, Grant)>,
     ) {
         let m = self.arrived(m);
         let outer = std::mem::replace(&mut self.expanding, held);

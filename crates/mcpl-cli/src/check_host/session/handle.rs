@@ -134,7 +134,7 @@ impl Run {
                 let params = req.request().params.as_ref().unwrap_or(&Value::Null);
                 // §5.4, §6.7: each Request replaces the grant, so each is judged.
                 self.judge_policy_grant(params, "a later policy Request: ");
-                let before = *self.policy.grant();
+                let before = (*self.policy.grant(), *self.policy.offered());
                 let answer = mcpl::session::answer_policy_request(&mut self.policy, None, params);
                 receipt = answer.response.is_ok();
                 if receipt {
@@ -176,7 +176,7 @@ impl Run {
     /// behind the answer, a grant change never reaches back to an answer that came before
     /// it (§6.7). Not nested (a policy Request read during a hold is answered at once, or
     /// where it was set aside), and bounded in all by [`Run::hold_left`].
-    pub(super) async fn hold_later_receipt(&mut self, before: Grant) {
+    pub(super) async fn hold_later_receipt(&mut self, before: (Grant, Grant)) {
         if self.expanding.is_some() || self.closed || self.hold_left.is_zero() {
             return;
         }
@@ -254,7 +254,7 @@ impl Run {
                 "context/beforeInference though no beforeInference leaf is granted (§5.4)",
             ),
             Ok(_) => {
-                let before = self.expanding;
+                let before = self.expanding.map(|(b, _)| b);
                 let early = before.is_some_and(|b| {
                     mcpl::session::admit_at_server(method, params, true, self.ready, &b).is_err()
                 });
@@ -277,7 +277,7 @@ impl Run {
         } else {
             Grant::none()
         };
-        let before = self.expanding;
+        let before = self.expanding.map(|(b, _)| b);
         let unredacted_before =
             before.is_some_and(|b| mcpl::policy::unredacted_user_message(&b, params));
         if unredacted_before || mcpl::policy::unredacted_user_message(&in_force, params) {
