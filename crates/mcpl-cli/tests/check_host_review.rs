@@ -136,10 +136,11 @@ fn verdict(doc: &Value, id: &str) -> (String, String) {
 }
 
 /// F9 (§6.6, §14.6: a denied capability is refused `-32002` with `data: { capability }`):
-/// a host refusing the push and the inference it does not grant with `-32002` but no
-/// `data`, or naming `tools` (neither needs it), passed: the code was judged, never what
-/// it said. Each now warns `host.refusal-data`; the one naming what each method needs
-/// passes it. The code itself stays `host.refusal-code`'s, and passes.
+/// a host refusing the push, the inference and `model/info` it does not grant with
+/// `-32002` but no `data`, or naming `tools` (none needs it), passed: the code was judged,
+/// never what it said. Each now warns `host.refusal-data`; the one naming what each method
+/// needs passes it. The codes stay `host.refusal-code`'s and `host.answers-follow-grant`'s,
+/// and pass.
 #[tokio::test]
 async fn a_capability_denial_naming_no_or_the_wrong_capability_warns() {
     for (case, expected) in [("none", "warn"), ("tools", "warn"), ("needed", "pass")] {
@@ -147,10 +148,10 @@ async fn a_capability_denial_naming_no_or_the_wrong_capability_warns() {
             &format!("refusal-data-{case}.json"),
             head(json!(["inferenceLifecycle"])),
             |m| match (case, m["method"].as_str().unwrap_or("")) {
-                ("none", "push/event" | "inference/request") => {
+                ("none", "push/event" | "inference/request" | "model/info") => {
                     err(m, json!({ "code": -32002, "message": "Capability denied" }))
                 }
-                ("tools", "push/event" | "inference/request") => err(
+                ("tools", "push/event" | "inference/request" | "model/info") => err(
                     m,
                     json!({ "code": -32002, "message": "Capability denied",
                             "data": { "capability": "tools" } }),
@@ -164,17 +165,15 @@ async fn a_capability_denial_naming_no_or_the_wrong_capability_warns() {
         match case {
             "none" => assert!(detail.contains("carries no data"), "{detail}"),
             "tools" => assert!(
-                detail.contains("\"tools\", though push/event under check.push needs pushEvents")
-                    && detail.contains("inference/request needs inferenceRequest"),
+                detail.contains("\"tools\", though push/event needs pushEvents")
+                    && detail.contains("model/info needs modelInfo"),
                 "{detail}"
             ),
             _ => {}
         }
-        assert_eq!(
-            verdict(&doc, "host.refusal-code").0,
-            "pass",
-            "{case}: {doc:#}"
-        );
+        for id in ["host.refusal-code", "host.answers-follow-grant"] {
+            assert_eq!(verdict(&doc, id).0, "pass", "{case} {id}: {doc:#}");
+        }
     }
 }
 

@@ -120,6 +120,8 @@ impl Run {
             Some(r) => self.reply(r),
             None => self.settle(call).await,
         };
+        let needs = super::session::needs_of(ChannelsList::NAME, &json!({}));
+        self.note_refusal_data(ChannelsList::NAME, needs, &reply);
         let (status, detail) = match reply {
             Reply::Closed => return,
             Reply::Result(r) => list_verdict(&r, held),

@@ -336,6 +336,8 @@ impl Run {
             Some(r) => self.reply(r),
             None => self.settle(call).await,
         };
+        let needs = super::session::needs_of(method, &serde_json::json!({}));
+        self.note_refusal_data(method, needs, &reply);
         match reply {
             // An inference run and failed (its backend unreachable, say) is an error too, yet
             // not a refusal: a code that refuses (§6.6, App. A; `-32601`/`-32600` for a host

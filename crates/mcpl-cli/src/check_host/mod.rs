@@ -93,7 +93,7 @@ catalogue! {
     "host.removed-methods-refused", "§7", "scope/elevate, removed in 0.5.0, gets an error, never a result (an approval on a server-supplied label)";
     "host.invalid-uses-refused", "§6.4", "a push/event under a feature set whose uses holds a value outside §6.2's vocabulary is refused with an error (the set is disabled, invalid_uses), even with pushEvents granted";
     "host.refusal-code", "§6.6", "a push/event or inference/request the policy does not allow is refused with -32001 or -32002, the documented codes (-32003, unknown feature set, also under check.typo, whose invalid declaration a host may discard; -32601 only from a host not advertising the method's capability)";
-    "host.refusal-data", "§6.6", "a -32002 refusing a push/event or inference/request the policy does not allow names the denied capability in data.capability, the one the method needs (§14.6; a warning)";
+    "host.refusal-data", "§6.6", "every -32002 answering a request of the checker's (a probe refused for the grant, for readiness, for a set's undeclared use) names the denied capability in data.capability, one the method needs (§14.6; a warning)";
     "host.lifecycle-metadata-only", "§10.5", "every inference/lifecycle the host sends is metadata only: well-formed, no message content, model only when modelInfo is granted, usage on completed only (text under a member §10.5 does not list warns)";
     "host.lifecycle-paired", "§10.5", "inference/lifecycle signals pair up: no terminal without its started, no second terminal, no second started for one inferenceId";
     "host.responses-once", "§4", "each request of the checker's gets one response: none comes again under the id of a request already answered (JSON-RPC 2.0 §5)";

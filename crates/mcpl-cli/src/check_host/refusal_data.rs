@@ -8,10 +8,12 @@
 //! that is not an object, without a string `capability`, or naming a capability the refused
 //! method does not need (a push refused naming `tools`: the server is told the wrong thing
 //! to ask for) each warn. Members beside `capability` (a `featureSet`, a `reason`, as the
-//! library's `declaration_mismatch` writes) are tolerated. Only the refusals
-//! `host.refusal-code` judges are read here (a probe the grant does not allow, refused
-//! `-32002`); its code is that check's, its `data` this one's: one finding per defect.
+//! library's `declaration_mismatch` writes) are tolerated. Every `-32002` answering a
+//! request of the checker's is read (a probe refused for the grant, for readiness, or for
+//! a set's undeclared use): whichever check judges the refusal itself, its `data` is this
+//! one's, one finding per defect.
 
+use mcpl::capability::{Capability, CapabilitySet};
 use serde_json::Value;
 
 use super::judge::{capped, excerpt};
@@ -33,17 +35,11 @@ pub(super) struct RefusalData {
 }
 
 impl RefusalData {
-    /// Notes the refusal `e` of `method` (which needs `needs`) when it is a `-32002` the
-    /// grant asks for (`expected == Some(false)`, as [`super::judge::RefusalCodes::note`]
-    /// reads it). Returns whether it was judged.
-    pub(super) fn note(
-        &mut self,
-        method: &str,
-        needs: &str,
-        expected: Option<bool>,
-        e: &ErrorObject,
-    ) -> bool {
-        if expected != Some(false) || e.code != codes::CAPABILITY_DENIED {
+    /// Notes the error `e` answering `method`, which needs `needs` (empty: nothing, then
+    /// any capability path named is taken), when it is a `-32002`. Returns whether it was
+    /// judged.
+    pub(super) fn note(&mut self, method: &str, needs: CapabilitySet, e: &ErrorObject) -> bool {
+        if e.code != codes::CAPABILITY_DENIED {
             return false;
         }
         self.judged = self.judged.saturating_add(1);
@@ -52,13 +48,22 @@ impl RefusalData {
             .as_ref()
             .and_then(|d| d.get("capability"))
             .and_then(Value::as_str);
+        let fits = |c: &str| {
+            c.parse::<Capability>()
+                .is_ok_and(|c| needs.is_empty() || needs.contains(c))
+        };
+        let wanted: Vec<&str> = needs.iter().map(|c| c.as_str()).collect();
         let defect = match (&e.data, named) {
-            (_, Some(c)) if c == needs => return true,
+            (_, Some(c)) if fits(c) => return true,
             (None, _) => "carries no data".to_owned(),
             (Some(d), None) => format!("carries data without a capability string: {}", excerpt(d)),
+            (Some(_), Some(c)) if wanted.is_empty() => {
+                format!("names {:?}, no capability path", capped(c.to_owned(), 64))
+            }
             (Some(_), Some(c)) => format!(
-                "names capability {:?}, though {method} needs {needs}",
-                capped(c.to_owned(), 64)
+                "names capability {:?}, though {method} needs {}",
+                capped(c.to_owned(), 64),
+                wanted.join(" or ")
             ),
         };
         self.wrong_count = self.wrong_count.saturating_add(1);
@@ -112,28 +117,31 @@ mod tests {
     /// tolerated); none, a non-object, no string capability, or the wrong one warns.
     #[test]
     fn s6_6_a_capability_denial_names_the_capability() {
+        let push = CapabilitySet::EMPTY.with(Capability::PushEvents);
         let mut r = RefusalData::default();
         assert_eq!(r.verdict(), None);
         let good = denied(Some(json!({ "capability": "pushEvents", "reason": "x" })));
-        assert!(r.note("push/event", "pushEvents", Some(false), &good));
+        assert!(r.note("push/event", push, &good));
         assert_eq!(r.verdict().map(|v| v.0), Some(Status::Pass));
-        // Not judged: allowed, either answer, another code.
-        assert!(!r.note("push/event", "pushEvents", Some(true), &denied(None)));
-        assert!(!r.note("push/event", "pushEvents", None, &denied(None)));
+        // Not judged: another code.
         let other = ErrorObject::new(codes::FEATURE_SET_NOT_ENABLED, "x");
-        assert!(!r.note("push/event", "pushEvents", Some(false), &other));
+        assert!(!r.note("push/event", push, &other));
+        // A method needing nothing: any capability path is taken, a non-path is not.
+        let any = denied(Some(json!({ "capability": "modelInfo" })));
+        assert!(r.note("ping", CapabilitySet::EMPTY, &any));
+        assert_eq!(r.verdict().map(|v| v.0), Some(Status::Pass));
         for data in [
             None,
             Some(json!("pushEvents")),
             Some(json!({ "capability": 1 })),
             Some(json!({ "capability": "tools" })),
         ] {
-            assert!(r.note("push/event", "pushEvents", Some(false), &denied(data)));
+            assert!(r.note("push/event", push, &denied(data)));
         }
         let (status, detail) = r.verdict().unwrap_or((Status::Skip, String::new()));
         assert_eq!(status, Status::Warn, "{detail}");
         for said in [
-            "4 of 5",
+            "4 of 6",
             "carries no data",
             "without a capability string",
             "\"tools\", though push/event needs pushEvents",

@@ -43,6 +43,7 @@ const TWICE_KEPT: usize = 3;
 pub(super) const REQUESTS_INDEPENDENT: &str = "host.requests-independent";
 
 pub(super) use super::reply::Reply;
+pub(super) use calls::needs_of;
 
 mod calls;
 mod finish;

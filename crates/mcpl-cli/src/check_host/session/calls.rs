@@ -4,6 +4,13 @@
 
 use super::*;
 
+/// What `method` with `params` needs (its §6.2 requirement; empty when it needs nothing or
+/// is not known).
+pub(in crate::check_host) fn needs_of(method: &str, params: &Value) -> CapabilitySet {
+    mcpl::protocol::method_requirement(method, Some(params))
+        .map_or(CapabilitySet::EMPTY, |r| r.capabilities())
+}
+
 /// Most messages set aside in [`Run::stash`] at once (by a held receipt, or while a probe's
 /// paired ping is awaited after its answer); past it, they are handled at once, in order.
 pub(in crate::check_host) const MAX_STASHED: usize = 64;
@@ -40,11 +47,32 @@ impl Run {
         if self.closed {
             return Reply::Closed;
         }
+        let needs = needs_of(method, &params);
         let id = match self.peer.send_request(method, Some(params), |_| {}).await {
             Ok(id) => id,
             Err(e) => return self.reply(Err(e)),
         };
-        let deadline = Instant::now() + bound;
+        let reply = self.await_answer(&id, Instant::now() + bound).await;
+        self.note_refusal_data(method, needs, &reply);
+        reply
+    }
+
+    /// Notes a `-32002` answering `method` (which needs `needs`) for `host.refusal-data`
+    /// ([`super::super::refusal_data`], §6.6, §14.6).
+    pub(in crate::check_host) fn note_refusal_data(
+        &mut self,
+        method: &str,
+        needs: CapabilitySet,
+        reply: &Reply,
+    ) {
+        if let Reply::Error(e) = reply {
+            self.refusal_data.note(method, needs, e);
+        }
+    }
+
+    /// [`Self::call_within`]'s wait for the answer to `id` before `deadline`.
+    async fn await_answer(&mut self, id: &RequestId, deadline: Instant) -> Reply {
+        let id = id.clone();
         loop {
             if self.closed {
                 return Reply::Closed;
@@ -342,6 +370,14 @@ impl Run {
         if self.closed {
             return Reply::Closed;
         }
+        let needs = needs_of(method, &params);
+        let reply = self.call_paired_sent(method, params, bound).await;
+        self.note_refusal_data(method, needs, &reply);
+        reply
+    }
+
+    /// [`Self::call_paired`] once its refusal data is noted.
+    async fn call_paired_sent(&mut self, method: &str, params: Value, bound: Duration) -> Reply {
         // Both go out with `send_request`: their answers come through `recv_ordered` at their
         // wire position among the host's messages, so which came first is read off the wire.
         // A send that fails on a connection already gone notes it here, so the report names
