@@ -61,6 +61,8 @@ fn err(m: &Value, error: Value) -> String {
 /// anything else refused `-32002` naming what it needs (`-32601` for what needs nothing).
 fn strict(m: &Value, model: bool) -> String {
     let needs = match m["method"].as_str().unwrap_or("") {
+        // A response of the checker's: nothing to answer.
+        "" => return String::new(),
         "ping" => return ok(m, json!({})),
         "model/info" if model => return ok(m, json!({ "id": "m", "vendor": "v" })),
         "model/info" => "modelInfo",
@@ -78,8 +80,8 @@ fn strict(m: &Value, model: bool) -> String {
 }
 
 /// Runs `mcpl check-host` (`--watch 0`: the run ends once its probes are done) over raw
-/// pipes: writes `head`, then for each request of the checker's the lines `answer` gives
-/// (in the order the checker sent them). Returns the report.
+/// pipes: writes `head`, then for each request and response of the checker's the lines
+/// `answer` gives (in the order the checker sent them). Returns the report.
 async fn scripted(name: &str, head: String, mut answer: impl FnMut(&Value) -> String) -> Value {
     let report = report_path(name);
     let mut child = Command::new(env!("CARGO_BIN_EXE_mcpl"))
@@ -106,7 +108,8 @@ async fn scripted(name: &str, head: String, mut answer: impl FnMut(&Value) -> St
         let Ok(m) = serde_json::from_str::<Value>(&l) else {
             continue;
         };
-        if m.get("method").is_none() || m.get("id").is_none() {
+        // The checker's requests, and its responses (a host may wait for one).
+        if m.get("id").is_none() {
             continue;
         }
         if stdin.write_all(answer(&m).as_bytes()).await.is_err() {
@@ -369,4 +372,48 @@ async fn a_lifecycle_model_under_a_grant_beyond_the_advertisement_is_one_defect(
         detail.contains("host.grant-within-advertisement"),
         "{detail}"
     );
+}
+
+/// §6.7, wire order without a deadlock: a host that answers the register probe, then
+/// withdraws `channels.register` by a policy Request and reads nothing more of the
+/// checker's until that Request's receipt comes (its paired ping waits unanswered till
+/// then). The answer came before the withdrawal, so it is judged under the grant before
+/// it; and the receipt is written at once, so the ping is answered: a checker that held
+/// the host's Request behind the ping's answer would wait out its step for nothing.
+#[tokio::test]
+async fn a_host_awaiting_its_receipt_behind_a_probe_answer_is_not_held_up() {
+    let grant = json!(["pushEvents", "channels.register"]);
+    let (mut sent, mut held, mut to_hold) = (false, None::<Value>, true);
+    let doc = scripted("receipt-awaited.json", head(grant), |m| {
+        if m["id"] == "p2" && m.get("method").is_none() {
+            // The receipt: the host reads on, and answers the ping it held.
+            return held.take().map_or_else(String::new, |p| ok(&p, json!({})));
+        }
+        if sent && to_hold && m["method"] == "ping" {
+            to_hold = false;
+            held = Some(m.clone());
+            return String::new();
+        }
+        let probe =
+            m["method"] == "channels/register" && m["params"]["channels"][0]["id"] == "check:a";
+        if !probe || sent {
+            return strict(m, false);
+        }
+        sent = true;
+        let answer = ok(
+            m,
+            json!({ "results": [{ "id": "check:a", "accepted": true },
+                                { "id": "check:b", "accepted": true }] }),
+        );
+        let withdraw = json!({ "jsonrpc": "2.0", "id": "p2", "method": "featureSets/update",
+                               "params": { "effectiveCapabilities": ["pushEvents"] } });
+        format!("{answer}{}", line(&withdraw))
+    })
+    .await;
+    assert!(sent, "the register probe came: {doc:#}");
+    let (status, detail) = verdict(&doc, "host.register-itemized");
+    assert_eq!(status, "pass", "{detail}");
+    let (status, detail) = verdict(&doc, "host.requests-independent");
+    assert_ne!(status, "fail", "{detail}");
+    assert!(!detail.contains("no answer"), "{detail}");
 }

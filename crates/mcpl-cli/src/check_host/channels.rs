@@ -241,11 +241,11 @@ impl Run {
                 self.bounds.step,
             )
             .await;
-        let meanwhile = Meanwhile {
+        let meanwhile = self.as_answered(|run| Meanwhile {
             sent,
-            answered: allowed(self),
-            notified: self.grant_notified && self.ready,
-        };
+            answered: allowed(run),
+            notified: run.grant_notified && run.ready,
+        });
         let note = meanwhile.note();
         let (status, detail) = match (meanwhile.expected(), reply) {
             (_, Reply::Closed) => return,

@@ -215,12 +215,14 @@ impl Run {
             self.stage = stage;
             let sent = self.ready && self.policy.allows(needs);
             let reply = self.call_paired(method, json!({}), self.bounds.step).await;
-            let meanwhile = Meanwhile {
-                sent,
-                answered: self.ready && self.policy.allows(needs),
-                notified: self.grant_notified && self.ready,
-            };
-            let offered = self.ready && self.policy.offered().allows(needs);
+            let (meanwhile, offered) = self.as_answered(|run| {
+                let meanwhile = Meanwhile {
+                    sent,
+                    answered: run.ready && run.policy.allows(needs),
+                    notified: run.grant_notified && run.ready,
+                };
+                (meanwhile, run.ready && run.policy.offered().allows(needs))
+            });
             gated.judge(method, needs, meanwhile, offered, &reply);
             match reply {
                 Reply::Timeout { note } => silent.push(format!("{method}{note}")),
@@ -422,11 +424,11 @@ impl Run {
         let reply = self
             .call_paired(ChannelsRegister::NAME, descriptors(), self.bounds.step)
             .await;
-        let meanwhile = Meanwhile {
+        let meanwhile = self.as_answered(|run| Meanwhile {
             sent,
-            answered: self.policy.allows(Capability::ChannelsRegister),
-            notified: self.grant_notified && self.ready,
-        };
+            answered: run.policy.allows(Capability::ChannelsRegister),
+            notified: run.grant_notified && run.ready,
+        });
         let note = meanwhile.note();
         match (meanwhile.expected(), reply) {
             (Some(true) | None, Reply::Result(r)) => {
@@ -567,11 +569,11 @@ impl Run {
                 self.bounds.step,
             )
             .await;
-        let meanwhile = Meanwhile {
+        let meanwhile = self.as_answered(|run| Meanwhile {
             sent: false,
-            answered: self.policy.allows(Capability::ChannelsIncoming),
-            notified: self.grant_notified && self.ready,
-        };
+            answered: run.policy.allows(Capability::ChannelsIncoming),
+            notified: run.grant_notified && run.ready,
+        });
         // check:a not registered: a -32023 refuses the channel, which a host ignoring the
         // grant refuses too, so the pass says it shows nothing of the grant rule.
         let unheld = if self.channel_held {
@@ -706,11 +708,11 @@ impl Run {
         let reply = self
             .call_paired(InferenceRequest::NAME, params.clone(), bound)
             .await;
-        let meanwhile = Meanwhile {
+        let meanwhile = self.as_answered(|run| Meanwhile {
             sent,
-            answered: self.host_rule(InferenceRequest::NAME, &params) == Ok(true),
-            notified: self.grant_notified && self.ready,
-        };
+            answered: run.host_rule(InferenceRequest::NAME, &params) == Ok(true),
+            notified: run.grant_notified && run.ready,
+        });
         let allowed = meanwhile.expected() != Some(false);
         if let Reply::Error(e) = &reply {
             let needs = Capability::InferenceRequest;
@@ -848,11 +850,11 @@ impl Run {
         let params = push("check.push", "p1");
         let sent = self.host_rule(PushEvent::NAME, &params) == Ok(true);
         let reply = self.call(PushEvent::NAME, params.clone()).await;
-        let meanwhile = Meanwhile {
+        let meanwhile = self.as_answered(|run| Meanwhile {
             sent,
-            answered: self.host_rule(PushEvent::NAME, &params) == Ok(true),
-            notified: self.grant_notified && self.ready,
-        };
+            answered: run.host_rule(PushEvent::NAME, &params) == Ok(true),
+            notified: run.grant_notified && run.ready,
+        });
         if let Reply::Error(e) = &reply {
             let needs = Capability::PushEvents;
             self.refusal_code(

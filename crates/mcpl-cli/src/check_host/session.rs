@@ -133,14 +133,17 @@ pub(super) struct Run {
     pub(super) answered_any: bool,
     /// Responses to the checker's requests that a later receipt's hold read in wire order
     /// while a loop awaiting them was suspended ([`Run::hold_later_receipt`]), handed to
-    /// that loop first ([`Run::ordered_until`]), and every message the hold read after the
-    /// first of them, in wire order behind it, each with the grant before the held
-    /// receipt (it came before the host could read it, [`Run::expanding`]): a message
-    /// after an answer is handled after it, so a grant change never reaches back to an
-    /// answer that came before it (§6.7). Only responses to requests the peer still awaits
-    /// are delivered so (a few: a probe and its ping), others being diagnostics; messages
-    /// are bounded by what a hold reads ([`Run::hold_left`], the peer's bounds).
-    pub(super) stash: std::collections::VecDeque<(Ordered, Option<(Grant, Grant)>)>,
+    /// that loop first ([`Run::ordered_until`]), each with the run as it stood when it came
+    /// ([`Run::snapshot`]). Only responses to requests the peer still awaits are delivered
+    /// so (a few: a probe and its ping), others being diagnostics.
+    pub(super) stash: std::collections::VecDeque<(Ordered, Option<Snapshot>)>,
+    /// The snapshot kept with the response [`Run::ordered_until`] last took from the stash.
+    pub(super) popped_under: Option<Snapshot>,
+    /// The run as it stood when the last call's answer came, where it may differ from now
+    /// (a paired probe's answer before its ping's, one a hold read): the probe is judged so
+    /// ([`Run::as_answered`]), so a grant change the host sent after its answer never
+    /// reaches back to it (§6.7, wire order).
+    pub(super) answered_under: Option<Snapshot>,
     /// While a later policy Request's receipt is held: the grant before it. An expansion
     /// takes effect at the host only once it has read the receipt (§6.7), so what the host
     /// sends meanwhile is judged under this grant too ([`Run::judge_hook`]).
@@ -255,6 +258,8 @@ impl Run {
             ping_silent: false,
             inference_probed: false,
             stash: std::collections::VecDeque::new(),
+            popped_under: None,
+            answered_under: None,
             expanding: None,
             hold_left: (bounds.step / 2).min(super::exchange::RECEIPT_HOLD_MAX),
             answered_any: false,
@@ -525,8 +530,6 @@ impl Run {
     /// The next message from the host before `deadline`; `None` on the deadline or when the
     /// connection ends.
     pub(super) async fn next_until(&mut self, deadline: Instant) -> Option<IncomingMessage> {
-        // What a hold set aside came first (no loop awaits its answers any more).
-        self.drain_stash().await;
         if self.closed {
             return None;
         }
@@ -550,6 +553,45 @@ impl Run {
             self.stage
         ));
         self.peer.close();
+    }
+}
+
+/// What a probe's verdict reads of the run: the policy and whether a grant came by
+/// Notification ([`Run::as_answered`]).
+#[derive(Debug, Clone)]
+pub(super) struct Snapshot {
+    policy: ServerPolicyState,
+    grant_notified: bool,
+}
+
+impl Run {
+    /// The run as it stands now, as a probe's verdict reads it.
+    pub(super) fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            policy: self.policy.clone(),
+            grant_notified: self.grant_notified,
+        }
+    }
+
+    /// `f` on the run as it stood when the last call's answer came ([`Run::answered_under`];
+    /// as it stands now when none was kept): what the host sent after its answer is not
+    /// read into the verdict (§6.7, wire order). The run is as it stands now again after.
+    pub(super) fn as_answered<T>(&mut self, f: impl FnOnce(&Run) -> T) -> T {
+        let Some(then) = self.answered_under.take() else {
+            return f(self);
+        };
+        let now = self.swap_in(then);
+        let t = f(self);
+        self.swap_in(now);
+        t
+    }
+
+    /// Puts `s` in place, returning what stood there.
+    fn swap_in(&mut self, s: Snapshot) -> Snapshot {
+        Snapshot {
+            policy: std::mem::replace(&mut self.policy, s.policy),
+            grant_notified: std::mem::replace(&mut self.grant_notified, s.grant_notified),
+        }
     }
 }
 

@@ -11,10 +11,6 @@ pub(in crate::check_host) fn needs_of(method: &str, params: &Value) -> Capabilit
         .map_or(CapabilitySet::EMPTY, |r| r.capabilities())
 }
 
-/// Most messages set aside in [`Run::stash`] at once (by a held receipt, or while a probe's
-/// paired ping is awaited after its answer); past it, they are handled at once, in order.
-pub(in crate::check_host) const MAX_STASHED: usize = 64;
-
 impl Run {
     /// A request on its way, bounded by `bound`.
     pub(in crate::check_host) fn start(
@@ -48,6 +44,7 @@ impl Run {
             return Reply::Closed;
         }
         let needs = needs_of(method, &params);
+        self.answered_under = None;
         let id = match self.peer.send_request(method, Some(params), |_| {}).await {
             Ok(id) => id,
             Err(e) => return self.reply(Err(e)),
@@ -79,6 +76,8 @@ impl Run {
             }
             match self.ordered_until(deadline).await {
                 Ok(Some(Ordered::Response(r))) if r.id.as_ref() == Some(&id) => {
+                    // Read by a hold: judged as the run stood when it came (§6.7).
+                    self.answered_under = self.popped_under.take();
                     return self.ordered_reply(&id, r.outcome.map_err(PeerError::Remote));
                 }
                 // A late answer to a request that timed out before.
@@ -99,87 +98,19 @@ impl Run {
         }
     }
 
-    /// The next message or response in wire order before `deadline`, what a later receipt's
-    /// hold set aside ([`Run::stash`]) coming before anything new: a response is returned,
-    /// a message is handled here, in its place, under the grant it came under.
+    /// The next message or response in wire order before `deadline`, a response a later
+    /// receipt's hold read first ([`Run::stash`]) coming before anything new, the run as it
+    /// stood when that one came kept in [`Run::popped_under`] (none for one read now).
     pub(in crate::check_host) async fn ordered_until(
         &mut self,
         deadline: Instant,
     ) -> Result<Option<Ordered>, tokio::time::error::Elapsed> {
-        while let Some((o, held)) = self.stash.pop_front() {
-            match o {
-                Ordered::Message(m) => self.handle_stashed(m, held).await,
-                response => return Ok(Some(response)),
-            }
-        }
-        tokio::time::timeout_at(deadline, self.incoming.recv_ordered()).await
-    }
-
-    /// The next response before `deadline`, the messages read before it set aside in wire
-    /// order ([`Run::stash`]) for whatever reads next (the first response the stash holds
-    /// comes first, the messages ahead of it staying there). Past [`MAX_STASHED`] messages
-    /// set aside, what was set aside is handled and the next message returned, in order.
-    pub(in crate::check_host) async fn response_until(
-        &mut self,
-        deadline: Instant,
-    ) -> Result<Option<Ordered>, tokio::time::error::Elapsed> {
-        let first = self
-            .stash
-            .iter()
-            .position(|(o, _)| matches!(o, Ordered::Response(_)));
-        if let Some((o, _)) = first.and_then(|i| self.stash.remove(i)) {
+        if let Some((o, under)) = self.stash.pop_front() {
+            self.popped_under = under;
             return Ok(Some(o));
         }
-        loop {
-            match tokio::time::timeout_at(deadline, self.incoming.recv_ordered()).await? {
-                Some(o @ Ordered::Message(_)) if self.stash.len() < MAX_STASHED => {
-                    self.stash.push_back((o, self.expanding));
-                }
-                Some(o @ Ordered::Message(_)) => {
-                    self.handle_stashed_messages().await;
-                    return Ok(Some(o));
-                }
-                other => return Ok(other),
-            }
-        }
-    }
-
-    /// Handles, in order, the messages set aside ([`Run::stash`]), the responses among them
-    /// kept there for the loops awaiting them.
-    pub(in crate::check_host) async fn handle_stashed_messages(&mut self) {
-        let mut kept = std::collections::VecDeque::new();
-        while let Some((o, held)) = self.stash.pop_front() {
-            match o {
-                Ordered::Message(m) => self.handle_stashed(m, held).await,
-                response => kept.push_back((response, held)),
-            }
-        }
-        // Anything set aside while those were handled comes after the responses kept.
-        kept.append(&mut self.stash);
-        self.stash = kept;
-    }
-
-    /// Handles `m`, a message a hold set aside, as the hold would have: with `held`, the
-    /// grant before the receipt it held, as [`Run::expanding`] (§6.7).
-    pub(in crate::check_host) async fn handle_stashed(
-        &mut self,
-        m: IncomingMessage,
-        held: Option<(Grant, Grant)>,
-    ) {
-        let m = self.arrived(m);
-        let outer = std::mem::replace(&mut self.expanding, held);
-        Box::pin(self.handle(m)).await;
-        self.expanding = outer;
-    }
-
-    /// Handles every message a hold set aside, in order, where no loop awaits the answers
-    /// set aside with them (those are dropped: late answers, as a loop reads them).
-    pub(in crate::check_host) async fn drain_stash(&mut self) {
-        while let Some((o, held)) = self.stash.pop_front() {
-            if let Ordered::Message(m) = o {
-                self.handle_stashed(m, held).await;
-            }
-        }
+        self.popped_under = None;
+        tokio::time::timeout_at(deadline, self.incoming.recv_ordered()).await
     }
 
     /// The reply of a settled call, noting a closed connection, and on a timeout the
@@ -273,7 +204,6 @@ impl Run {
     /// request comes first (`biased`), so a host flooding the checker cannot keep it from
     /// seeing its timeout.
     pub(in crate::check_host) async fn settle(&mut self, mut call: Call) -> Reply {
-        self.drain_stash().await;
         loop {
             tokio::select! {
                 biased;
@@ -371,6 +301,7 @@ impl Run {
             return Reply::Closed;
         }
         let needs = needs_of(method, &params);
+        self.answered_under = None;
         let reply = self.call_paired_sent(method, params, bound).await;
         self.note_refusal_data(method, needs, &reply);
         reply
@@ -391,6 +322,7 @@ impl Run {
         let ping_deadline = Instant::now() + self.bounds.step;
         let (mut answer, mut pong) = (None, ping_id.is_none().then_some(Reply::Closed));
         let mut ping_first = false;
+        let mut under = None;
         while answer.is_none() || pong.is_none() {
             if self.closed {
                 answer.get_or_insert(Reply::Closed);
@@ -402,18 +334,14 @@ impl Run {
                 (true, false) => first_deadline,
                 _ => ping_deadline,
             };
-            // Once the request is answered, what the host sends before the ping's answer is
-            // set aside, to be handled after the probe is judged: in wire order, the answer
-            // came first, and a grant change behind it never reaches back to it (§6.7).
-            let read = if answer.is_some() {
-                self.response_until(deadline).await
-            } else {
-                self.ordered_until(deadline).await
-            };
-            match read {
+            match self.ordered_until(deadline).await {
                 Ok(Some(Ordered::Response(r))) => {
                     let outcome = r.outcome.map_err(PeerError::Remote);
                     if r.id.as_ref() == Some(&first_id) {
+                        // What the host sends before the ping's answer is handled as it comes;
+                        // the probe is judged as the run stood when its answer came (§6.7).
+                        let now = self.popped_under.take();
+                        under = Some(now.unwrap_or_else(|| self.snapshot()));
                         answer = Some(self.ordered_reply(&first_id, outcome));
                     } else if let Some(ping) = ping_id.as_ref().filter(|p| r.id.as_ref() == Some(p))
                     {
@@ -477,6 +405,7 @@ impl Run {
             }
             _ => {}
         }
+        self.answered_under = under;
         answer.unwrap_or(Reply::Closed)
     }
 }

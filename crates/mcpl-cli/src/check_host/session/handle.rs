@@ -171,11 +171,10 @@ impl Run {
     /// before its answer was sent before it could read the receipt, and is judged under
     /// `before`, the grant the Request replaces, as well as under the new one
     /// ([`Run::expanding`]). Responses to the checker's requests read meanwhile are kept,
-    /// in order, for the loop awaiting them ([`Run::stash`]), and so is every message read
-    /// after the first of them (or while earlier ones wait there): handled in wire order
-    /// behind the answer, a grant change never reaches back to an answer that came before
-    /// it (§6.7). Not nested (a policy Request read during a hold is answered at once, or
-    /// where it was set aside), and bounded in all by [`Run::hold_left`].
+    /// in order, for the loop awaiting them ([`Run::stash`]), each with the run as it stood
+    /// when it came ([`Run::snapshot`]), so what the host sends after it (a grant change,
+    /// handled at once) never reaches back to it (§6.7). Not nested (a policy Request read
+    /// during a hold is answered at once), and bounded in all by [`Run::hold_left`].
     pub(super) async fn hold_later_receipt(&mut self, before: (Grant, Grant)) {
         if self.expanding.is_some() || self.closed || self.hold_left.is_zero() {
             return;
@@ -190,8 +189,6 @@ impl Run {
             }
         };
         self.expanding = Some(before);
-        // Once anything waits in the stash, what comes after it waits behind it.
-        let mut deferring = !self.stash.is_empty();
         loop {
             if self.closed {
                 break;
@@ -201,20 +198,11 @@ impl Run {
                     self.answered_any = true;
                     break;
                 }
+                // Kept with the run as it stood when it came: the loop awaiting it judges it
+                // so, whatever the host sends after it (§6.7, wire order).
                 Ok(Some(o @ Ordered::Response(_))) => {
-                    self.stash.push_back((o, None));
-                    deferring = true;
-                }
-                Ok(Some(o @ Ordered::Message(_)))
-                    if deferring && self.stash.len() < calls::MAX_STASHED =>
-                {
-                    self.stash.push_back((o, Some(before)));
-                }
-                Ok(Some(Ordered::Message(m))) if deferring => {
-                    // Past the bound: what waits is handled first, in order.
-                    Box::pin(self.handle_stashed_messages()).await;
-                    let m = self.arrived(m);
-                    Box::pin(self.handle(m)).await;
+                    let under = self.snapshot();
+                    self.stash.push_back((o, Some(under)));
                 }
                 Ok(Some(Ordered::Message(m))) => {
                     let m = self.arrived(m);
