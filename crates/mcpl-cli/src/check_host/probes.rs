@@ -163,7 +163,7 @@ impl Run {
         let reply = self
             .call(PushEvent::NAME, push("check.undeclared", "u1"))
             .await;
-        let denied = !sent || !pushes(self);
+        let denied = !sent || !self.as_answered(pushes);
         match reply {
             Reply::Error(e) if e.code == codes::UNKNOWN_FEATURE_SET => {
                 self.record(id, Status::Pass, "refused -32003")
@@ -390,7 +390,9 @@ impl Run {
         let id = "host.unknown-channel-code";
         // After a grant change by Notification the host may hold channels.incoming no longer
         // ([`Meanwhile`]): its -32002 is then the denied capability's code.
-        let granted = self.policy.allows(Capability::ChannelsIncoming) && !self.grant_notified;
+        let granted = self.as_answered(|run| {
+            run.policy.allows(Capability::ChannelsIncoming) && !run.grant_notified
+        });
         match code {
             codes::UNKNOWN_CHANNEL => self.record(id, Status::Pass, "refused -32023"),
             codes::CAPABILITY_DENIED if !granted => self.record(
@@ -662,7 +664,7 @@ impl Run {
         let reply = self
             .call_paired(PushEvent::NAME, params, self.bounds.step)
             .await;
-        if !pushes(self) && !matches!(reply, Reply::Closed) {
+        if !self.as_answered(pushes) && !matches!(reply, Reply::Closed) {
             let why = "the host withdrew pushEvents while the probe was outstanding: a refusal \
                        would not show the uses rule";
             self.record(id, Status::Skip, why);

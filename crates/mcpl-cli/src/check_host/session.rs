@@ -575,9 +575,10 @@ impl Run {
 
     /// `f` on the run as it stood when the last call's answer came ([`Run::answered_under`];
     /// as it stands now when none was kept): what the host sent after its answer is not
-    /// read into the verdict (§6.7, wire order). The run is as it stands now again after.
+    /// read into the verdict (§6.7, wire order). The run is as it stands now again after;
+    /// the copy stays until the next call, for each reading of that call's verdict.
     pub(super) fn as_answered<T>(&mut self, f: impl FnOnce(&Run) -> T) -> T {
-        let Some(then) = self.answered_under.take() else {
+        let Some(then) = self.answered_under.clone() else {
             return f(self);
         };
         let now = self.swap_in(then);
