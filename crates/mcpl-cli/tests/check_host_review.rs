@@ -417,3 +417,35 @@ async fn a_host_awaiting_its_receipt_behind_a_probe_answer_is_not_held_up() {
     assert_ne!(status, "fail", "{detail}");
     assert!(!detail.contains("no answer"), "{detail}");
 }
+
+/// §6.7, wire order, for the verdicts read beside `Meanwhile`: the host refuses the push
+/// under `check.typo` (its `uses` invalid, §6.4 rule 1) with an error, then withdraws
+/// `pushEvents` before answering the paired ping. The refusal came under the grant that
+/// allowed pushes, so `host.invalid-uses-refused` judges it (pass); it had skipped, saying
+/// the host withdrew `pushEvents` while the probe was outstanding.
+#[tokio::test]
+async fn a_refusal_before_a_withdrawal_is_judged_under_the_grant_it_came_under() {
+    let mut sent = false;
+    let doc = scripted(
+        "typo-then-withdraw.json",
+        head(json!(["pushEvents"])),
+        |m| {
+            let typo = m["method"] == "push/event" && m["params"]["featureSet"] == "check.typo";
+            if !typo || std::mem::replace(&mut sent, true) {
+                return strict(m, false);
+            }
+            let refusal = err(
+                m,
+                json!({ "code": -32001, "message": "Feature set not enabled",
+                                         "data": { "featureSet": "check.typo" } }),
+            );
+            let withdraw = json!({ "jsonrpc": "2.0", "id": "p2", "method": "featureSets/update",
+                                   "params": { "effectiveCapabilities": [] } });
+            format!("{refusal}{}", line(&withdraw))
+        },
+    )
+    .await;
+    assert!(sent, "the typo probe came: {doc:#}");
+    let (status, detail) = verdict(&doc, "host.invalid-uses-refused");
+    assert_eq!(status, "pass", "{detail}");
+}
