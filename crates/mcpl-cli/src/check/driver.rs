@@ -22,10 +22,12 @@ mod in_force;
 mod judge;
 mod negotiation;
 mod probes;
+mod sample;
 mod sessions;
 mod widening;
 mod wire;
 
+use sample::{Listed, Sample};
 pub use sessions::{run, Reconnect, DEFAULT_SESSIONS};
 
 use super::inspect;
@@ -853,115 +855,6 @@ const MCPL_BEHAVIOUR_IDS: &[&str] = &[
 /// Whether two manifests are the same manifest (equal canonical forms, §17.2).
 fn same_manifest(a: &Value, b: &Value) -> bool {
     mcpl::manifest::canonical_json(a).ok() == mcpl::manifest::canonical_json(b).ok()
-}
-
-/// Bad frames of one kind, bounded whatever the server sends (issue #20): the first
-/// [`Sample::SHOWN`] kept (each cut to [`Sample::CHARS`] characters), the last one too (for
-/// [`Session::meanwhile`]), the rest only counted.
-#[derive(Debug, Default)]
-struct Sample {
-    shown: Vec<String>,
-    count: u64,
-    last: String,
-}
-
-impl Sample {
-    /// How many are kept to be shown.
-    const SHOWN: usize = 3;
-
-    /// Characters of each kept one.
-    const CHARS: usize = 160;
-
-    fn push(&mut self, s: impl AsRef<str>) {
-        self.count += 1;
-        let s = s.as_ref();
-        let mut kept: String = s.chars().take(Self::CHARS).collect();
-        if kept.len() < s.len() {
-            kept.push('…');
-        }
-        if self.shown.len() < Self::SHOWN {
-            self.shown.push(kept.clone());
-        }
-        self.last = kept;
-    }
-
-    fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    /// `N frame(s) WHAT, first 3 shown: A; B; C`: the kept ones as they are, unquoted.
-    fn listed(&self, what: &str) -> String {
-        let first = if self.count > self.shown.len() as u64 {
-            format!(", first {} shown", self.shown.len())
-        } else {
-            String::new()
-        };
-        format!(
-            "{} frame(s) {what}{first}: {}",
-            self.count,
-            self.shown.join("; ")
-        )
-    }
-
-    /// `N frames of junk, first 3 shown: …` (`what` names the kind).
-    fn summary(&self, what: &str) -> String {
-        let quoted: Vec<String> = self.shown.iter().map(|s| format!("{s:?}")).collect();
-        let first = if self.count > self.shown.len() as u64 {
-            format!(", first {} shown", self.shown.len())
-        } else {
-            String::new()
-        };
-        format!(
-            "{} frames of {what}{first}: {}",
-            self.count,
-            quoted.join("; ")
-        )
-    }
-}
-
-/// Findings of one kind, in the order seen, bounded whatever the server sends: the first
-/// [`Listed::KEPT`] kept, the rest only counted, so a server repeating a defect a million
-/// times costs a counter, not a list (a flood of `push/event` before the policy had grown
-/// such a list by about 100 bytes a message for the whole session).
-#[derive(Debug, Default, Clone)]
-struct Listed {
-    kept: Vec<String>,
-    /// How many were not kept.
-    more: u64,
-}
-
-impl Listed {
-    /// How many are kept to be quoted.
-    const KEPT: usize = 32;
-
-    fn push(&mut self, s: String) {
-        if self.kept.len() < Self::KEPT {
-            self.kept.push(s);
-        } else {
-            self.more += 1;
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.kept.is_empty()
-    }
-
-    /// The kept ones joined by `sep`, then how many more there were (`…; and 7 more`).
-    fn join(&self, sep: &str) -> String {
-        let mut s = self.kept.join(sep);
-        if self.more > 0 {
-            s.push_str(&format!("{sep}and {} more", self.more));
-        }
-        s
-    }
-
-    /// Like [`Listed::push`], but a repeat of the one just kept is dropped, not counted.
-    fn push_unrepeated(&mut self, s: String) {
-        if self.more == 0 && self.kept.last() == Some(&s) {
-            return;
-        }
-        self.push(s);
-    }
 }
 
 /// The scenario runner's view of a session: its requests and listening go through the same
