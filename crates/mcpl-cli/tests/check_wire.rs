@@ -1087,3 +1087,39 @@ fn each_request_of_a_line_of_several_is_answered() {
     }
     assert_eq!(status(&doc, "transport.frames-valid"), "fail", "{doc:#}");
 }
+
+/// A server that writes a line beginning with a batch of two requests the parser refuses
+/// only for what follows it (`] x`): the checker answers each of the batch's requests
+/// `-32700` under its id in one array, as the library's peer answers it
+/// (`mcpl::jsonrpc::ParseError::owed_answers`; JSON-RPC 2.0 §5, §6), where it answered one
+/// `-32700` under id null. What the checker writes back is kept by the script in a file.
+#[test]
+fn a_batch_refused_for_what_follows_it_is_answered_under_each_id() {
+    let kept = std::env::temp_dir().join(format!("mcpl-check-wire-batch-{}", std::process::id()));
+    let _ = std::fs::remove_file(&kept);
+    let batch = r#"[{"jsonrpc":"2.0","id":"a","method":"ping"},{"jsonrpc":"2.0","id":"b","method":"ping"}] x"#;
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; read l; printf '%s\\n' '{batch}'; \
+         while read l; do printf '%s\\n' \"$l\" >> '{}'; done",
+        kept.display()
+    );
+    check_script(&script);
+    let text = std::fs::read_to_string(&kept).unwrap_or_default();
+    let _ = std::fs::remove_file(&kept);
+    let answers: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.get("method").is_none())
+        .collect();
+    let batch = answers
+        .iter()
+        .find_map(|v| v.as_array())
+        .unwrap_or_else(|| panic!("no array answer in {text}"));
+    let ids: Vec<&Value> = batch.iter().map(|r| &r["id"]).collect();
+    assert_eq!(ids, [&Value::from("a"), &Value::from("b")], "{text}");
+    assert!(batch.iter().all(|r| r["error"]["code"] == -32700), "{text}");
+    assert!(
+        !answers.iter().any(|v| v.get("id") == Some(&Value::Null)),
+        "{text}"
+    );
+}

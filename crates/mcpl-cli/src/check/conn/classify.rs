@@ -73,7 +73,7 @@ pub(super) fn received(text: &str) -> Received<'_> {
 /// message after more than JSON whitespace and a byte order mark (a no-break space, say) is
 /// no JSON text (RFC 8259 §2) and the peer refuses it, so it is an invalid message here,
 /// with the answer the peer gives it (the library's one rule, `Message::parse` and
-/// [`mcpl::jsonrpc::ParseError::owed_answer`]: a request `-32700` under its id).
+/// [`mcpl::jsonrpc::ParseError::owed_answers`]: a request `-32700` under its id).
 pub(super) fn classify_received(
     text: &str,
     read: &Received<'_>,
@@ -87,13 +87,7 @@ pub(super) fn classify_received(
     }
     let refused = match mcpl::jsonrpc::Message::parse(text) {
         Ok(_) => None,
-        Err(e) => e.owed_answer(text).and_then(|answer| {
-            Some(Event::Refused {
-                id: answer.id,
-                error: answer.outcome.err()?,
-                unless_ours: unless_ours(text),
-            })
-        }),
+        Err(e) => owed_event(&e, text),
     };
     let why = format!(
         "a message of {} bytes preceded by whitespace JSON does not have (only space, tab, \
@@ -378,20 +372,38 @@ fn unparsed(text: &str, e: serde_json::Error, transcript: Option<&Transcript>) -
 }
 
 /// What the library's peer answers a text that does not parse (`e`), as an
-/// [`Event::Refused`]; `None` when it answers nothing: the library's one rule,
-/// [`mcpl::jsonrpc::ParseError::owed_answer`] (JSON-RPC 2.0 §5.1). A junk line, a response,
+/// [`Event::Refused`] (or [`Event::RefusedBatch`]); `None` when it answers nothing: the
+/// library's one rule, [`mcpl::jsonrpc::ParseError::owed_answers`] (JSON-RPC 2.0 §5.1, §6). A junk line, a response,
 /// and a notification or an object with no `method` nested past the parser are never
 /// answered; a text nested past the parser is refused `-32600` (`reason: "nesting"`), any
 /// other `-32700`, under the id of a request told without doubt
 /// ([`mcpl::jsonrpc::refused_request_id`]), else id null.
 pub(super) fn refusal(text: &str, e: &serde_json::Error) -> Option<Event> {
-    let answer = mcpl::jsonrpc::ParseError::Json(e.to_string()).owed_answer(text)?;
-    let error = answer.outcome.err()?;
-    Some(Event::Refused {
-        id: answer.id,
-        error,
-        unless_ours: unless_ours(text),
-    })
+    owed_event(&mcpl::jsonrpc::ParseError::Json(e.to_string()), text)
+}
+
+/// What the library's peer answers `text`, refused by the parser with `e`, as an event: the
+/// library's one rule, [`mcpl::jsonrpc::ParseError::owed_answers`] within the peer's bound
+/// on a batch ([`mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES`]): one [`Event::Refused`], or for a
+/// line beginning with a batch refused only for what follows it, each of the batch's
+/// requests answered under its id in one array ([`Event::RefusedBatch`], JSON-RPC 2.0 §5,
+/// §6); `None` when the peer answers nothing.
+fn owed_event(e: &mcpl::jsonrpc::ParseError, text: &str) -> Option<Event> {
+    match e.owed_answers(text, mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES)? {
+        mcpl::jsonrpc::OwedAnswer::One(answer) => Some(Event::Refused {
+            id: answer.id,
+            error: answer.outcome.err()?,
+            unless_ours: unless_ours(text),
+        }),
+        mcpl::jsonrpc::OwedAnswer::Batch(answers) => Some(Event::RefusedBatch(answers)),
+        // A kind of answer this checker does not know yet: one `-32700` under id null,
+        // failing closed (JSON-RPC 2.0 §5.1).
+        _ => Some(Event::Refused {
+            id: None,
+            error: mcpl::jsonrpc::ErrorObject::parse_error(e.to_string()),
+            unless_ours: None,
+        }),
+    }
 }
 
 /// The id of `text` (whole, refused by the parser) when it is an object with an id and
@@ -506,6 +518,7 @@ impl Event {
             | Event::Unread { why: s, .. }
             | Event::Unanswerable { why: s, .. } => s.capacity(),
             Event::Refused { error, .. } => error.message.len(),
+            Event::RefusedBatch(answers) => answers.len().saturating_mul(EVENT_BYTES),
             Event::Frame(_) | Event::ByteOrderMark => 0,
         };
         text.saturating_add(EVENT_BYTES)

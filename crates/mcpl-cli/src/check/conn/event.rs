@@ -34,6 +34,11 @@ pub enum Event {
         /// answered back.
         unless_ours: Option<RequestId>,
     },
+    /// A text beginning with a batch the parser refused only for what follows it on its
+    /// line: said first as [`Event::Junk`], then this, each of the batch's requests answered
+    /// `-32700` under its id in one array, as the library's peer answers it (JSON-RPC 2.0
+    /// §5, §6; `mcpl::jsonrpc::ParseError::owed_answers`): the answers, in order.
+    RefusedBatch(Vec<mcpl::jsonrpc::Response>),
     /// Some messages of a line discarded unread were not kept (past the bound on what the
     /// reader keeps of them, `mcpl::jsonrpc::envelope::batch::MAX_BATCH_SUMMARY_BYTES`):
     /// any request of the checker's may have been answered there, so the awaited one ends

@@ -297,6 +297,17 @@ impl Session {
                 self.answer_as(id.map_or(Value::Null, |id| id.to_value()), Err(error));
                 return Handled::Continue;
             }
+            // A batch refused only for what follows it on its line: each of its requests
+            // answered `-32700` under its id in one array (JSON-RPC 2.0 §5, §6), as the
+            // library's peer answers it.
+            Event::RefusedBatch(answers) => {
+                let answers = answers
+                    .into_iter()
+                    .map(|r| mcpl::jsonrpc::Message::Response(r).to_value())
+                    .collect();
+                self.answer_now(Value::Array(answers));
+                return Handled::Continue;
+            }
             Event::Repeated(what) => {
                 self.repeat_reported(&what);
                 self.repeated.push(what);
