@@ -108,6 +108,13 @@ fn a_withdrawal_past_the_feature_set_bound_still_applies() {
         d.contains("mcpl/manifest served") && d.contains("2003"),
         "{d}"
     );
+    // It says what a library host does with a fetched manifest past the bound (applies its
+    // removals only), not what it does with one at `initialize` (refuses it, granting
+    // nothing), which is not what happened here.
+    assert!(
+        d.contains("removals") && !d.contains("at initialize") && !d.contains("grant nothing"),
+        "{d}"
+    );
     assert_eq!(code, 1);
 }
 
@@ -148,7 +155,8 @@ fn an_injection_under_a_set_the_fetched_manifest_withdrew_fails() {
 /// declaring nothing, then a full one). The checker read the last copy, passed
 /// `initialize.answered` and only warned under `transport.member-names-unique`; the library
 /// host refuses such an answer whole (`jsonrpc::repeated::answer_read_whole`). The strict host now
-/// refuses it too: `initialize.answered` fails, naming the member and why.
+/// refuses it too: `initialize.answered` fails, naming the member and why, and
+/// `transport.member-names-unique` still warns about the repeat.
 #[test]
 fn an_initialize_answer_naming_a_member_twice_is_refused() {
     let (code, doc) = scripted("authority-doubled-init", &["--quick"]);
@@ -158,6 +166,15 @@ fn an_initialize_answer_naming_a_member_twice_is_refused() {
         d.contains(r#""mcpl""#) && d.contains("decides authority") && d.contains("RFC 7493"),
         "{d}"
     );
+    // The repetition is exactly `transport.member-names-unique`'s finding: it still warns,
+    // where it was skipped with the rest.
+    assert_eq!(
+        status(&doc, "transport.member-names-unique"),
+        "warn",
+        "{doc:#}"
+    );
+    let d = detail(&doc, "transport.member-names-unique");
+    assert!(d.contains(r#""mcpl""#), "{d}");
     assert_eq!(code, 1);
 }
 

@@ -113,6 +113,20 @@ fn join_or_none(items: &[&str]) -> String {
 /// the checker, acting as such a host, then judges no feature set of it (issue #20: a
 /// manifest of 100,000 sets had taken the checker to 755 MB and 48 s, debug build).
 pub fn feature_set_count(mcpl: &Value) -> (Verdict, bool) {
+    feature_set_count_as(mcpl, false)
+}
+
+/// [`feature_set_count`] for a manifest fetched after `initialize` (§17.5): past the bound
+/// the warning says what a library host does with such a manifest, which is not what it
+/// does at `initialize`: it applies the manifest's removals only (what it no longer
+/// advertises or declares, `ManifestReview::on_fetched_past_bound`), adds nothing of it,
+/// and the manifest in force less those removals stands.
+pub fn fetched_feature_set_count(mcpl: &Value) -> (Verdict, bool) {
+    feature_set_count_as(mcpl, true)
+}
+
+/// [`feature_set_count`], or [`fetched_feature_set_count`] when `fetched`.
+fn feature_set_count_as(mcpl: &Value, fetched: bool) -> (Verdict, bool) {
     let count = manifest::feature_set_count(mcpl);
     let limit = manifest::DEFAULT_MAX_FEATURE_SETS;
     if count <= limit {
@@ -123,12 +137,24 @@ pub fn feature_set_count(mcpl: &Value) -> (Verdict, bool) {
             true,
         );
     }
-    let d = format!(
+    let past = format!(
         "{count} feature sets declared, past the {limit} a library host reads \
-         (manifest::DEFAULT_MAX_FEATURE_SETS; §6.1 sets no number): library hosts refuse \
-         this manifest at initialize (served as plain MCP, McpOnlyReason::TooManyFeatureSets) \
-         and grant nothing, so no feature set and no MCPL behaviour was judged"
+         (manifest::DEFAULT_MAX_FEATURE_SETS; §6.1 sets no number)"
     );
+    let d = if fetched {
+        format!(
+            "{past}: a library host does not read this fetched manifest whole; it applies \
+             only its removals (what it no longer advertises or declares, §17.5; \
+             ManifestReview::on_fetched_past_bound), adds nothing of it, and the manifest in \
+             force less those removals stands, so none of its feature sets was judged"
+        )
+    } else {
+        format!(
+            "{past}: library hosts refuse this manifest at initialize (served as plain MCP, \
+             McpOnlyReason::TooManyFeatureSets) and grant nothing, so no feature set and no \
+             MCPL behaviour was judged"
+        )
+    };
     ((Status::Warn, d), false)
 }
 

@@ -15,6 +15,10 @@
 
 use super::*;
 
+/// The check that warns about a member name repeated within an object of any frame (RFC
+/// 8259 §4, I-JSON RFC 7493 §2.3).
+pub(super) const MEMBER_NAMES_UNIQUE: &str = "transport.member-names-unique";
+
 /// The repeats the frame reader reported, as they move from the report to the answer.
 #[derive(Debug, Default)]
 pub(super) struct Doubled {
@@ -28,6 +32,17 @@ pub(super) struct Doubled {
 }
 
 impl Session {
+    /// Warns under [`MEMBER_NAMES_UNIQUE`], listing the repeats the frame reader reported;
+    /// records nothing when there were none. Called when the run ends, and when it ends at
+    /// `initialize` (an answer refused for its repeat: the repeat is this check's finding,
+    /// never skipped with the rest).
+    pub(super) fn record_repeated(&mut self) {
+        if !self.repeated.is_empty() {
+            let what = self.repeated.listed("repeated a member name");
+            self.rec.record(MEMBER_NAMES_UNIQUE, Status::Warn, what);
+        }
+    }
+
     /// The frame reader reported `what` (a member name repeated) for the frame that follows.
     pub(super) fn repeat_reported(&mut self, what: &str) {
         self.doubled.pending = Some(what.to_owned());

@@ -25,7 +25,7 @@ impl Session {
     /// verdicts stand otherwise.
     pub(super) fn judge_served_manifest(&mut self, served: &Value, what: &str) {
         let mut found = Vec::new();
-        let (count, within) = inspect::feature_set_count(served);
+        let (count, within) = inspect::fetched_feature_set_count(served);
         found.push(("manifest.feature-set-count", count));
         if within {
             let (sets, findings) = FeatureSets::from_mcpl(served);
@@ -270,13 +270,14 @@ impl Session {
         }
         // RFC 8259 §4 (SHOULD), I-JSON (RFC 7493 §2.3, what the §17.2 digest reads): a
         // warning, as every reader here reads such a frame (the last name wins).
-        let unique = "transport.member-names-unique";
         if self.repeated.is_empty() {
-            self.rec
-                .record(unique, Status::Pass, "no object repeated a member name");
+            self.rec.record(
+                authority::MEMBER_NAMES_UNIQUE,
+                Status::Pass,
+                "no object repeated a member name",
+            );
         } else {
-            let what = self.repeated.listed("repeated a member name");
-            self.rec.record(unique, Status::Warn, what);
+            self.record_repeated();
         }
         let early = "policy.no-privileged-before-ready";
         if self.privileged_before_ready.is_empty() {
