@@ -288,7 +288,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 49, "{text}");
+    assert_eq!(text.lines().count(), 50, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -299,7 +299,7 @@ fn list_and_usage_errors() {
 }
 
 /// A listener that cannot start is one error line, as `mcpl check` says an unreachable
-/// server, not that line after 49 SKIP lines of checks that never ran; `--json` still
+/// server, not that line after 50 SKIP lines of checks that never ran; `--json` still
 /// carries the whole report with its `error`.
 #[test]
 fn a_listener_that_cannot_start_is_one_error_line() {
@@ -319,7 +319,7 @@ fn a_listener_that_cannot_start_is_one_error_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     let doc: Value = serde_json::from_str(err.lines().next().unwrap()).unwrap();
-    assert_eq!(doc["summary"]["skip"], 49, "{doc}");
+    assert_eq!(doc["summary"]["skip"], 50, "{doc}");
     assert!(
         doc["error"].as_str().unwrap().contains("cannot listen"),
         "{doc}"
@@ -753,8 +753,10 @@ async fn a_host_without_a_policy_gets_every_probe_judged() {
     passed.insert("host.no-byte-order-mark".to_owned());
     passed.insert("host.response-ids-as-sent".to_owned());
     passed.insert("host.notifications-have-no-id".to_owned());
-    // Each request answered once, however wrongly (JSON-RPC 2.0 §5); each frame JSON-RPC 2.0.
+    // Each request answered once, however wrongly, and no response under an id never sent
+    // (JSON-RPC 2.0 §5); each frame JSON-RPC 2.0.
     passed.insert("host.responses-once".to_owned());
+    passed.insert("host.responses-answer-requests".to_owned());
     passed.insert("host.frames-valid".to_owned());
     passed.insert("host.request-ids-unique".to_owned());
     passed.insert("host.in-flight-ids-unique".to_owned());

@@ -62,18 +62,18 @@ async fn guarded<E: std::fmt::Debug>(
     code
 }
 
-/// The report: complete JSON, within the documented bound (49 checks × 6 × 512 B, each
+/// The report: complete JSON, within the documented bound (50 checks × 6 × 512 B, each
 /// detail's worst JSON escaping, plus 4 KiB of the rest), every detail within the cap.
 fn read_report(report: &PathBuf) -> Value {
     let text = std::fs::read_to_string(report).unwrap();
     assert!(
-        text.len() < 49 * 6 * 512 + 4096,
+        text.len() < 50 * 6 * 512 + 4096,
         "a {}-byte report",
         text.len()
     );
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     let checks = doc["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 49, "{doc:#}");
+    assert_eq!(checks.len(), 50, "{doc:#}");
     for c in checks {
         let detail = c["detail"].as_str().unwrap();
         assert!(
@@ -1705,6 +1705,49 @@ async fn a_request_answered_twice_fails_responses_once() {
     let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32023))).await;
     assert_eq!(
         check(&doc, "host.responses-once")["status"],
+        "pass",
+        "{doc:#}"
+    );
+}
+
+/// JSON-RPC 2.0 §5: a response answers a request of the receiver's. A host answering each
+/// `ping` and then writing a response under an id the checker never sent, and a result
+/// under id null, passed every check (the peer dropped them as responses to no request;
+/// only a timeout's note would have named one). It now fails
+/// `host.responses-answer-requests`, as `mcpl check` fails `rpc.responses-answer-requests`
+/// for a server doing the same; a host answering each request once passes it.
+#[tokio::test]
+async fn a_response_under_an_id_never_sent_fails_responses_answer_requests() {
+    let report = report_path("answered-never-sent.json");
+    let (_, doc) = raw_answering_host(&report, |m| {
+        let mut out = refusing_answer(m, -32023);
+        if m["method"] == "ping" {
+            let stray = json!({ "jsonrpc": "2.0", "id": "never-sent", "result": {} });
+            let null = json!({ "jsonrpc": "2.0", "id": null, "result": {} });
+            out.push_str(&line(&stray));
+            out.push_str(&line(&null));
+        }
+        Some(out)
+    })
+    .await;
+    let c = check(&doc, "host.responses-answer-requests");
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert!(
+        d.contains(r#""never-sent", which the checker never sent"#) && d.contains("id null"),
+        "{d}"
+    );
+    // Neither is a second answer.
+    assert_eq!(
+        check(&doc, "host.responses-once")["status"],
+        "pass",
+        "{doc:#}"
+    );
+
+    let report = report_path("answered-sent-only.json");
+    let (_, doc) = raw_answering_host(&report, |m| Some(refusing_answer(m, -32023))).await;
+    assert_eq!(
+        check(&doc, "host.responses-answer-requests")["status"],
         "pass",
         "{doc:#}"
     );

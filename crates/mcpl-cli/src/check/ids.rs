@@ -27,6 +27,30 @@ pub(crate) const MAX_ID_TEXT: usize = 256;
 /// Characters of the first reused id quoted in the detail.
 const QUOTED_CHARS: usize = 64;
 
+/// How a response that answers no request awaited is said, by the one reading of both
+/// checkers (`rpc.responses-answer-requests`, `host.responses-answer-requests`; JSON-RPC 2.0
+/// §5: a response answers one request of the receiver's, once): under the id of a request
+/// the checker sent (`sent`), a second response to it, already answered; under any other
+/// id, a response under an id the checker never sent; under id null, a response to no
+/// request, the checker's requests being valid (`mcpl check-host` sends one junk line on
+/// purpose and reads the `-32700` under id null it is owed elsewhere, never here). At most
+/// [`QUOTED_CHARS`] characters of the id are quoted.
+pub(crate) fn stray_response(id: Option<&RequestId>, sent: bool) -> String {
+    match id {
+        Some(id) => {
+            let quoted: String = id.to_string().chars().take(QUOTED_CHARS).collect();
+            if sent {
+                format!("a second response to request {quoted}, already answered")
+            } else {
+                format!("a response under id {quoted}, which the checker never sent")
+            }
+        }
+        None => "a response under id null, to no request the checker sent (each of its \
+                 requests is valid)"
+            .to_owned(),
+    }
+}
+
 /// The request ids one connection's other side used, and those it used again.
 #[derive(Debug, Default)]
 pub(crate) struct RequestIds {

@@ -97,6 +97,7 @@ catalogue! {
     "host.lifecycle-metadata-only", "§10.5", "every inference/lifecycle the host sends is metadata only: well-formed, no message content, model only when modelInfo is granted, usage on completed only (text under a member §10.5 does not list warns)";
     "host.lifecycle-paired", "§10.5", "inference/lifecycle signals pair up: no terminal without its started, no second terminal, no second started for one inferenceId";
     "host.responses-once", "§4", "each request of the checker's gets one response: none comes again under the id of a request already answered (JSON-RPC 2.0 §5)";
+    "host.responses-answer-requests", "§4", "every response the host sends answers a request of the checker's: none under an id the checker never sent, no result under id null (JSON-RPC 2.0 §5; a second answer is host.responses-once's)";
     "host.register-duplicate-id", "§14.2", "a channels/register naming one channel id in two descriptors is refused with an error, or answered with one result per descriptor accepting at most one of them";
     "host.frames-valid", "§4", "every frame the host writes is a JSON-RPC 2.0 message (a line that is not JSON, a frame that does not parse, an invalid message fail)";
     "host.request-ids-unique", "§4", "no request the host sends reuses an id it sent before on the connection (MCP: never within a session; a warning)";

@@ -30,6 +30,7 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::judge::{capped, DETAIL_LIMIT};
+use super::tally::Tally;
 use super::{served, Bounds};
 use crate::check::report::{Recorder, Report, Status};
 
@@ -89,6 +90,11 @@ pub(super) struct Run {
     /// gave up on: the peer reports that one as late), and the first [`TWICE_KEPT`] ids
     /// (`host.responses-once`).
     twice: (u64, Vec<String>),
+    /// Responses that answer no request of the checker's (JSON-RPC 2.0 §5), the first
+    /// [`STRAY_KEPT`] said: under an id it never sent, or a result under id null
+    /// (`host.responses-answer-requests`; a `-32700` error under id null is owed to the
+    /// checker's junk line, judged by `host.survives-junk-line`'s tolerance, never here).
+    stray: Tally<STRAY_KEPT>,
     rec: Recorder,
     /// Warnings recorded after a pass or a skip of the same check, which the recorder (the
     /// first verdict kept unless a fail follows) would drop: id and detail, the first per
@@ -224,6 +230,10 @@ pub(super) struct Paired {
 /// At most this many characters of a request id (host-chosen) are quoted in a detail.
 const MAX_QUOTED_ID_CHARS: usize = 64;
 
+/// How many responses answering no request of the checker's are described in
+/// `host.responses-answer-requests`' detail (all are counted).
+const STRAY_KEPT: usize = 3;
+
 impl Run {
     /// A run over a connected peer.
     pub(super) fn new(peer: Peer, incoming: Incoming, rec: Recorder, bounds: Bounds) -> Run {
@@ -234,6 +244,7 @@ impl Run {
             invalid_answers: Vec::new(),
             unmatched: (0, None),
             twice: (0, Vec::new()),
+            stray: Tally::default(),
             peer,
             incoming,
             rec,
@@ -458,6 +469,17 @@ impl Run {
                     let (count, first) = &mut self.unmatched;
                     *count = count.saturating_add(1);
                     first.get_or_insert_with(|| capped(id.to_string(), 60));
+                    self.stray
+                        .note(|| crate::check::ids::stray_response(Some(&id), false));
+                }
+                // A result under id null answers nothing (an error there is the `-32700`
+                // owed to the checker's junk line, read by the tolerance below).
+                Diagnostic::UnknownResponse {
+                    id: None,
+                    error: None,
+                } => {
+                    self.stray
+                        .note(|| crate::check::ids::stray_response(None, false));
                 }
                 Diagnostic::UnknownResponse {
                     id: None,

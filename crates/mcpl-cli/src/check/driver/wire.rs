@@ -496,22 +496,12 @@ impl Session {
     /// said: the checker's ids are the integers it counted up to [`Session::next_id`], so
     /// one among them was answered already (or ended unusable); any other, `null` included
     /// (every request the checker sends is valid, so none is owed an answer under id null),
-    /// was never sent. At most [`MAX_QUOTED_ID_CHARS`] of the id are quoted.
+    /// was never sent; said by the reading `mcpl check-host` shares
+    /// ([`crate::check::ids::stray_response`]).
     fn stray_response(&self, id: Option<&RequestId>) -> String {
-        let ours = match id {
-            Some(RequestId::Number(n)) => n.as_i64().filter(|n| (1..=self.next_id).contains(n)),
-            _ => None,
-        };
-        match (ours, id) {
-            (Some(n), _) => format!("a second response to request {n}, already answered"),
-            (None, Some(id)) => {
-                let id: String = id.to_string().chars().take(MAX_QUOTED_ID_CHARS).collect();
-                format!("a response under id {id}, which the checker never sent")
-            }
-            (None, None) => "a response under id null, to no request the checker sent \
-                             (each of its requests is valid)"
-                .to_owned(),
-        }
+        let sent = matches!(id, Some(RequestId::Number(n))
+            if n.as_i64().is_some_and(|n| (1..=self.next_id).contains(&n)));
+        crate::check::ids::stray_response(id, sent)
     }
 
     /// A response (no `method`) whose numeric id is written with a fraction or an exponent

@@ -96,6 +96,7 @@ impl Run {
                 self.record(once, status, d);
             }
         }
+        self.conclude_stray();
         // What the pairs showed, however the run ended: a host that answered nothing is
         // said as that, not as one answering in order nor as one blocking the ping.
         let early = self.unfinished.is_some() || self.gone.is_some();
@@ -191,5 +192,40 @@ impl Run {
         Run::apply_raised(self.raised, &mut report);
         report.error = self.unfinished.map(|e| capped(e, DETAIL_LIMIT));
         report
+    }
+
+    /// `host.responses-answer-requests` (JSON-RPC 2.0 §5: a response answers one request of
+    /// the receiver's, once), the mirror of `mcpl check`'s `rpc.responses-answer-requests`
+    /// by one reading ([`crate::check::ids::stray_response`]): a response under an id the
+    /// checker never sent, or a result under id null, fails. A second answer to a request
+    /// already answered is `host.responses-once`'s finding, counted there only; a `-32700`
+    /// under id null is the answer owed to the checker's junk line. Judged on what came,
+    /// however the run ended (no verdict when no frame came); told by the peer as
+    /// diagnostics, a bounded stream ([`Run::view_lost`]).
+    fn conclude_stray(&mut self) {
+        let id = "host.responses-answer-requests";
+        let (status, d) = match self.stray.count() {
+            0 if self.repeats.summary().0 == 0 => return,
+            0 => (
+                Status::Pass,
+                "every response the host sent answered a request of the checker's".to_owned(),
+            ),
+            n => (
+                Status::Fail,
+                format!(
+                    "{n} response(s) answered no request of the checker's (JSON-RPC 2.0 §5: a \
+                     response answers one request, once; the peer drops such a response \
+                     unread, so a host answering under the wrong id reads as a silent one){}: \
+                     {}",
+                    self.stray
+                        .cut()
+                        .map(|k| format!(", the first {k}"))
+                        .unwrap_or_default(),
+                    self.stray.joined()
+                ),
+            ),
+        };
+        let (status, d) = self.view_lost(status, d, "a response under an id never sent");
+        self.record(id, status, d);
     }
 }
