@@ -2507,6 +2507,124 @@ async fn a_line_over_the_limit_still_coming_is_said() {
     assert!(d.contains(said), "{d}");
 }
 
+/// §6.7: a reduction needs no hold (what it revokes is refused at once either way), yet
+/// each later receipt was held behind a ping round trip out of one shared budget: a host
+/// that sent three reductions and left the ping behind the first unanswered used it all up,
+/// so its later expansion was answered at once, never held, and a hook under the leaf it
+/// newly granted, written right behind it, passed `host.hooks-after-ready`. Only expansions
+/// are held now, each with its own budget: the hook fails.
+#[tokio::test]
+async fn reductions_leave_a_later_expansion_its_hold() {
+    let report = report_path("reductions-then-expansion.json");
+    let policy = |id: &str, grant: &[&str]| {
+        line(
+            &json!({ "jsonrpc": "2.0", "id": id, "method": "featureSets/update",
+            "params": { "effectiveCapabilities": grant } }),
+        )
+    };
+    let reductions = [policy("r1", &[]), policy("r2", &[]), policy("r3", &[])].concat();
+    let widen = policy(
+        "w1",
+        &[
+            "pushEvents",
+            "contextHooks.beforeInference.inject.beforeUser",
+        ],
+    );
+    let hook = line(&json!({ "jsonrpc": "2.0", "id": "h1",
+        "method": "context/beforeInference",
+        "params": { "inferenceId": "i1", "conversationId": "c1", "turnIndex": 0,
+                    "userMessage": null } }));
+    // Pings go unanswered from the reductions until the expansion: the hold behind the
+    // first reduction waits out its whole budget, and the expansion comes after it.
+    let quiet = std::cell::Cell::new(false);
+    let widened = std::cell::Cell::new(false);
+    // Requests answered since the reductions: the expansion comes with the second, after
+    // the hold behind the first reduction ended.
+    let since = std::cell::Cell::new(0_u32);
+    let (_, doc) = raw_answering_host(&report, |m| {
+        if m["method"] == "ping" && quiet.get() {
+            return None;
+        }
+        let mut out = refusing_answer(m, -32023);
+        if m["method"] == "push/event" && m["params"]["eventId"] == "u1" {
+            out.push_str(&reductions);
+            quiet.set(true);
+        } else if quiet.get() && !widened.get() && m["method"] != "featureSets/update" {
+            since.set(since.get() + 1);
+            if since.get() < 2 {
+                return Some(out);
+            }
+            widened.set(true);
+            quiet.set(false);
+            out.push_str(&widen);
+            out.push_str(&hook);
+        }
+        Some(out)
+    })
+    .await;
+    let c = check(&doc, "host.hooks-after-ready");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    assert!(d.contains("§6.7") && d.contains("receipt"), "{d}");
+}
+
+/// §6.7: an expansion read while another's receipt was held was answered at once and
+/// never held, so once the first hold's ping was answered a hook under the leaf the second
+/// newly granted passed `host.hooks-after-ready`, though the host could not have read the
+/// second receipt yet. Each expansion is held now, until its own ping is answered: a host
+/// writing two expansions together, then the hook right behind the answer to the ping
+/// ahead of the first receipt, fails.
+#[tokio::test]
+async fn an_expansion_read_during_a_hold_is_held_too() {
+    let report = report_path("expansion-during-hold.json");
+    let policy = |id: &str, grant: &[&str]| {
+        line(
+            &json!({ "jsonrpc": "2.0", "id": id, "method": "featureSets/update",
+            "params": { "effectiveCapabilities": grant } }),
+        )
+    };
+    let both = [
+        policy("e1", &["pushEvents", "inferenceLifecycle"]),
+        policy(
+            "e2",
+            &[
+                "pushEvents",
+                "inferenceLifecycle",
+                "contextHooks.beforeInference.inject.beforeUser",
+            ],
+        ),
+    ]
+    .concat();
+    let hook = line(&json!({ "jsonrpc": "2.0", "id": "h1",
+        "method": "context/beforeInference",
+        "params": { "inferenceId": "i1", "conversationId": "c1", "turnIndex": 0,
+                    "userMessage": null } }));
+    let armed = std::cell::Cell::new(false);
+    let pings = std::cell::Cell::new(0_u32);
+    let (_, doc) = raw_answering_host(&report, |m| {
+        let mut out = refusing_answer(m, -32023);
+        if m["method"] == "push/event" && m["params"]["eventId"] == "u1" {
+            out.push_str(&both);
+            armed.set(true);
+        } else if armed.get() && m["method"] == "ping" {
+            // The first is the ping paired with the next probe, sent before the checker
+            // read the expansions; the second is the one written ahead of the first
+            // expansion's receipt.
+            pings.set(pings.get() + 1);
+            if pings.get() == 2 {
+                armed.set(false);
+                out.push_str(&hook);
+            }
+        }
+        Some(out)
+    })
+    .await;
+    let c = check(&doc, "host.hooks-after-ready");
+    let d = c["detail"].as_str().unwrap_or_default();
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    assert!(d.contains("§6.7") && d.contains("receipt"), "{d}");
+}
+
 /// §6.7: an expansion takes effect only once the host has read its receipt ("the host
 /// sends the Request, waits for the receipt, and only then begins fan-out on newly granted
 /// hooks"). The initial policy's receipt is held behind a ping round trip so that fan-out

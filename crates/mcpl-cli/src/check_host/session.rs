@@ -155,9 +155,17 @@ pub(super) struct Run {
     /// sends meanwhile is judged under this grant too ([`Run::judge_hook`]).
     /// With it, the grant the host had sent before, as sent
     /// ([`ServerPolicyState::offered`]): what the host held before the change.
+    /// While several are held (an expansion read during another's hold), the grants
+    /// before each, each pair narrowed to what every one of them allows.
     pub(super) expanding: Option<(Grant, Grant)>,
-    /// What is left of the time later receipts may be held, in all: half a step, at most
+    /// The later receipts held now, oldest first: the ping written ahead of each, the
+    /// grants before it, and until when it is held ([`Run::hold_later_receipt`]).
+    pub(super) holds: std::collections::VecDeque<(RequestId, (Grant, Grant), Instant)>,
+    /// The most one later receipt is held: half a step, at most
     /// [`super::exchange::RECEIPT_HOLD_MAX`] (the run's bound keeps its margin).
+    pub(super) hold_each: Duration,
+    /// What is left of the time later receipts may be held, in all: [`MAX_HELD_RECEIPTS`]
+    /// times [`Run::hold_each`].
     pub(super) hold_left: Duration,
     /// The inference probe was sent (a skip of what it feeds names the cause only then).
     pub(super) inference_probed: bool,
@@ -234,6 +242,11 @@ const MAX_QUOTED_ID_CHARS: usize = 64;
 /// `host.responses-answer-requests`' detail (all are counted).
 const STRAY_KEPT: usize = 3;
 
+/// How many later receipts' worth of holding a run spends in all ([`Run::hold_left`]): each
+/// expansion is held up to [`Run::hold_each`], so a host sending expansion after expansion
+/// and leaving each ping unanswered holds the run up at most this many times over.
+const MAX_HELD_RECEIPTS: u32 = 16;
+
 impl Run {
     /// A run over a connected peer.
     pub(super) fn new(peer: Peer, incoming: Incoming, rec: Recorder, bounds: Bounds) -> Run {
@@ -272,7 +285,11 @@ impl Run {
             popped_under: None,
             answered_under: None,
             expanding: None,
-            hold_left: (bounds.step / 2).min(super::exchange::RECEIPT_HOLD_MAX),
+            holds: std::collections::VecDeque::new(),
+            hold_each: (bounds.step / 2).min(super::exchange::RECEIPT_HOLD_MAX),
+            hold_left: (bounds.step / 2)
+                .min(super::exchange::RECEIPT_HOLD_MAX)
+                .saturating_mul(MAX_HELD_RECEIPTS),
             answered_any: false,
             closed: false,
             died_of_junk: false,

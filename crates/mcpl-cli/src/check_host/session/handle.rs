@@ -137,9 +137,14 @@ impl Run {
                 let before = (*self.policy.grant(), *self.policy.offered());
                 let answer = mcpl::session::answer_policy_request(&mut self.policy, None, params);
                 receipt = answer.response.is_ok();
-                if receipt {
-                    // §6.7: what the host sent before it could read the receipt is judged
-                    // under the grant before it too.
+                // §6.7: a reduction takes effect at once (what it revokes is refused either
+                // way), so only an expansion is held: what the host sent before it could
+                // read the receipt is judged under the grant before it too.
+                let grown =
+                    |now: &Grant, was: &Grant| !now.capabilities().is_subset(was.capabilities());
+                let expands = grown(self.policy.grant(), &before.0)
+                    || grown(self.policy.offered(), &before.1);
+                if receipt && expands {
                     self.hold_later_receipt(before).await;
                 }
                 answer.response
@@ -166,21 +171,23 @@ impl Run {
     }
 
     /// §6.7 (an expansion takes effect only once the host has read its receipt; a reduction
-    /// at once): before the receipt of a later policy Request goes out, a `ping` does a
-    /// round trip, as before the initial receipt ([`Run::round_trip`]); what the host sent
-    /// before its answer was sent before it could read the receipt, and is judged under
-    /// `before`, the grant the Request replaces, as well as under the new one
-    /// ([`Run::expanding`]). Responses to the checker's requests read meanwhile are kept,
-    /// in order, for the loop awaiting them ([`Run::stash`]), each with the run as it stood
-    /// when it came ([`Run::snapshot`]), so what the host sends after it (a grant change,
-    /// handled at once) never reaches back to it (§6.7). Not nested (a policy Request read
-    /// during a hold is answered at once), and bounded in all by [`Run::hold_left`].
+    /// at once): before the receipt of a later policy Request that expands the grant goes
+    /// out, a `ping` does a round trip, as before the initial receipt ([`Run::round_trip`]);
+    /// what the host sent before its answer was sent before it could read the receipt, and
+    /// is judged under `before`, the grant the Request replaces, as well as under the new
+    /// one ([`Run::expanding`]). Responses to the checker's requests read meanwhile are
+    /// kept, in order, for the loop awaiting them ([`Run::stash`]), each with the run as it
+    /// stood when it came ([`Run::snapshot`]), so what the host sends after it (a grant
+    /// change, handled at once) never reaches back to it (§6.7). An expansion read during
+    /// a hold is held too, by the same loop ([`Run::holds`]): until its own ping is
+    /// answered, what comes is judged under the grants before each expansion still held;
+    /// the answer to a later ping ends the holds before it too (the host read their
+    /// receipts first). Each is held up to [`Run::hold_each`], bounded in all by
+    /// [`Run::hold_left`].
     pub(super) async fn hold_later_receipt(&mut self, before: (Grant, Grant)) {
-        if self.expanding.is_some() || self.closed || self.hold_left.is_zero() {
+        if self.closed || self.hold_left.is_zero() {
             return;
         }
-        let start = Instant::now();
-        let until = start + self.hold_left;
         let ping = match self.peer.send_request(Ping::NAME, None, |_| {}).await {
             Ok(id) => id,
             Err(e) => {
@@ -188,15 +195,31 @@ impl Run {
                 return;
             }
         };
-        self.expanding = Some(before);
+        let start = Instant::now();
+        let until = start + self.hold_each.min(self.hold_left);
+        self.holds.push_back((ping, before, until));
+        self.held_grants();
+        if self.holds.len() > 1 {
+            return; // the hold already running awaits this ping too
+        }
         loop {
             if self.closed {
                 break;
             }
+            let Some(until) = self.holds.iter().map(|(_, _, u)| *u).min() else {
+                break;
+            };
             match tokio::time::timeout_at(until, self.incoming.recv_ordered()).await {
-                Ok(Some(Ordered::Response(r))) if r.id.as_ref() == Some(&ping) => {
+                Ok(Some(Ordered::Response(r)))
+                    if self.holds.iter().any(|(p, _, _)| r.id.as_ref() == Some(p)) =>
+                {
                     self.answered_any = true;
-                    break;
+                    while let Some((p, _, _)) = self.holds.pop_front() {
+                        if r.id.as_ref() == Some(&p) {
+                            break;
+                        }
+                    }
+                    self.held_grants();
                 }
                 // Kept with the run as it stood when it came: the loop awaiting it judges it
                 // so, whatever the host sends after it (§6.7, wire order).
@@ -213,13 +236,35 @@ impl Run {
                     break;
                 }
                 Err(_) => {
-                    self.peer.forget(&ping, "timed out");
-                    break;
+                    let now = Instant::now();
+                    let (out, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.holds)
+                        .into_iter()
+                        .partition(|(_, _, u)| *u <= now);
+                    self.holds = kept.into();
+                    for (p, _, _) in out {
+                        self.peer.forget(&p, "timed out");
+                    }
+                    self.held_grants();
                 }
             }
         }
+        for (p, _, _) in std::mem::take(&mut self.holds) {
+            self.peer.forget(&p, "the connection ended");
+        }
         self.expanding = None;
         self.hold_left = self.hold_left.saturating_sub(start.elapsed());
+    }
+
+    /// [`Run::expanding`] as [`Run::holds`] leaves it: the grants before every expansion
+    /// still held, each narrowed to what all of them allow (a message must be allowed
+    /// under each, as the host may have read none of their receipts); `None` when none is.
+    fn held_grants(&mut self) {
+        self.expanding = self.holds.iter().map(|(_, b, _)| *b).reduce(|a, b| {
+            (
+                a.0.intersect(b.0.capabilities()),
+                a.1.intersect(b.1.capabilities()),
+            )
+        });
     }
 
     /// §5.3, §5.4 and §10.1: a hook comes only once ready and under a granted hook leaf,
