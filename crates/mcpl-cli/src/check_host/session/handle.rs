@@ -214,10 +214,12 @@ impl Run {
                     if self.holds.iter().any(|(p, _, _)| r.id.as_ref() == Some(p)) =>
                 {
                     self.answered_any = true;
+                    // The pings ahead of it, unanswered yet, are no longer awaited.
                     while let Some((p, _, _)) = self.holds.pop_front() {
                         if r.id.as_ref() == Some(&p) {
                             break;
                         }
+                        self.peer.forget(&p, "a later ping was answered first");
                     }
                     self.held_grants();
                 }
