@@ -515,9 +515,7 @@ impl Session {
                     Status::Fail,
                     format!("initialize got {}", other.describe()),
                 );
-                // A repeated member name (an answer refused for it, say) is judged all the
-                // same: it is what `transport.member-names-unique` reports.
-                self.record_repeated();
+                self.record_repeated(); // the repeat that refused it, say: judged all the same
                 self.rec
                     .skip_rest("no initialize result: nothing further can be checked");
                 return None;
