@@ -128,6 +128,8 @@ mod incoming;
 mod outbox;
 mod oversized;
 mod pieces;
+#[cfg(test)]
+mod policy_unread_tests;
 pub mod queue;
 mod reader;
 mod refused;

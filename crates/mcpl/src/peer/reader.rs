@@ -510,12 +510,24 @@ pub(super) fn take_read(
         Read::RefusedBatch { ours, reason, then } => {
             // The batch's own answer first (it never delivers anything), then each request
             // of ours it answered fails at its place.
+            // What the answer left to deliver (the owner told of an unread policy, §6.7)
+            // goes first even when the queue is full: queued ahead of the failures, never
+            // dropped (it is counted in the inbox already).
             let answered = take_read(shared, *then, inbound, replies);
             let failed = fail_refused(shared, ours, &reason);
-            let mut failed = failed.into_iter();
-            return match deliver_all(shared, &mut failed, inbound, replies) {
-                Some(item) => Err(Box::new((item, failed))),
-                None => answered,
+            return match answered {
+                Err(full) => {
+                    let (item, rest) = *full;
+                    let rest: Vec<Parsed> = rest.chain(failed).collect();
+                    Err(Box::new((item, rest.into_iter())))
+                }
+                Ok(ok) => {
+                    let mut failed = failed.into_iter();
+                    match deliver_all(shared, &mut failed, inbound, replies) {
+                        Some(item) => Err(Box::new((item, failed))),
+                        None => Ok(ok),
+                    }
+                }
             };
         }
         // Taken before (`take_several`): a piece is one complete value, never several.
