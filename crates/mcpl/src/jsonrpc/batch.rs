@@ -101,11 +101,17 @@ pub(crate) fn batch_requests_before(trimmed: &str, max_batch: usize) -> BatchFir
     let Ok(Top::Batch(BoundedBatch::Within(entries))) = parse_batch(batch, max_batch) else {
         return first;
     };
+    // Linear in the batch, whatever the peer sends (this runs on every line refused for
+    // what follows its batch): `doubled` is in entry order (`doubled_in_batch`), walked
+    // beside the entries as the reader's walk is, and the ids seen are a set.
     let doubled = super::doubled::doubled_in_batch(batch, &entries, &[]);
+    let mut doubled = doubled.iter().peekable();
+    let mut seen = std::collections::HashSet::new();
     for (i, entry) in entries.iter().enumerate() {
-        let id_in_doubt = doubled
-            .iter()
-            .any(|(j, d)| *j == i && *d == super::doubled::Doubled::Id);
+        let mut id_in_doubt = false;
+        while let Some((_, d)) = doubled.next_if(|(at, _)| *at <= i) {
+            id_in_doubt |= *d == super::doubled::Doubled::Id;
+        }
         let Some(method) = entry.get("method").filter(|_| !id_in_doubt) else {
             continue;
         };
@@ -114,7 +120,7 @@ pub(crate) fn batch_requests_before(trimmed: &str, max_batch: usize) -> BatchFir
             None => first.policy_notification |= policy,
             Some(id) => {
                 if let Some(id) = RequestId::from_value(id) {
-                    if !first.requests.iter().any(|(seen, _)| *seen == id) {
+                    if seen.insert(id.clone()) {
                         first.requests.push((id, policy));
                     }
                 }
