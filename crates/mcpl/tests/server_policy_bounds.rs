@@ -181,3 +181,42 @@ async fn s6_7_a_policy_request_refused_at_the_envelope_says_it_was_not_applied()
     assert!(message.contains("not applied"), "{message}");
     assert!(!wide);
 }
+
+/// §6.7, §6.4: a narrowing policy Request inside a batch refused whole for a bound (over
+/// `max_parsed_cost`, over `max_batch_entries`, or for the characters before it) grants
+/// nothing either: the batch was refused unread (one answer under a null id), and it
+/// named the policy. Before, only a single message was looked at, and the grant held.
+#[tokio::test]
+async fn s6_7_a_policy_request_in_a_batch_refused_for_a_bound_grants_nothing() {
+    let narrow = json!({"jsonrpc": "2.0", "id": "narrow", "method": "featureSets/update",
+        "params": {"effectiveCapabilities": ["tools"]}});
+    let many: Vec<Value> = (0..2000).map(|_| json!({})).collect();
+    let costly = json!({"jsonrpc": "2.0", "id": "narrow", "method": "featureSets/update",
+        "params": {"effectiveCapabilities": ["tools"], "pad": many}});
+    let ping = json!({"jsonrpc": "2.0", "id": "x", "method": "ping"});
+    let cases = [
+        (
+            PeerConfig {
+                max_parsed_cost: 2000,
+                ..PeerConfig::default()
+            },
+            json!([costly]).to_string(),
+        ),
+        (
+            PeerConfig {
+                max_batch_entries: 1,
+                ..PeerConfig::default()
+            },
+            json!([narrow, ping]).to_string(),
+        ),
+        (PeerConfig::default(), format!("\u{a0}{}", json!([narrow]))),
+    ];
+    for (config, line) in cases {
+        let (answer, wide) = refused_policy_line(config, &line).await;
+        assert!(answer["id"].is_null(), "{answer}");
+        assert!(
+            !wide,
+            "the grant before an unread narrowing in a batch still holds: {answer}"
+        );
+    }
+}

@@ -77,9 +77,8 @@ pub(crate) struct BatchFirst {
     pub(crate) policy_notification: bool,
 }
 
-/// The policy message's method (§6.7).
-const POLICY: &str =
-    <crate::protocol::feature_sets::FeatureSetsUpdate as crate::protocol::Method>::NAME;
+/// The policy message's method (§6.7), as every refusal reads it.
+use super::head::POLICY;
 
 /// The requests of the batch `trimmed` begins with, which the parser refused for what
 /// follows that batch (`trailing characters`): the batch, read alone, within `max_batch`

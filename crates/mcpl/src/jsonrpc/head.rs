@@ -371,6 +371,54 @@ pub fn refusal_of(kept: &[u8], whole_text: bool) -> Refusal {
     }
 }
 
+/// The policy message's method (§6.7): the one name every refusal reads a text against.
+pub(crate) const POLICY: &str =
+    <crate::protocol::feature_sets::FeatureSetsUpdate as crate::protocol::Method>::NAME;
+
+// Read by the peer's refusals (`peer::refused`, `peer::text`, `peer::unparsed`).
+#[cfg(feature = "runtime")]
+impl Head {
+    /// The form of the policy message (§6.7) this head shows as a single object: a
+    /// Notification when no `id` member was read, else a Request (its id may be in doubt).
+    /// `None` for another method, or a batch (whose entries [`policy_in`] reads).
+    pub(crate) fn policy_form(&self) -> Option<crate::policy::Form> {
+        use crate::policy::Form;
+        (!self.batch && self.method_name.as_deref() == Some(POLICY)).then_some(match self.id {
+            IdSeen::Absent => Form::Notification,
+            _ => Form::Request,
+        })
+    }
+}
+
+/// The one reading of whether `text`, refused unread, shows the policy message (§6.7), and
+/// in which form: a single object by its envelope ([`Head::policy_form`]); a batch by each
+/// object entry's envelope (`envelope::batch_entries`, as far as the batch reads), a
+/// Request before a Notification. Looked at only when the text holds the method's name at
+/// all (one bounded search), so another message costs one scan of its bytes.
+#[cfg(feature = "runtime")]
+pub(crate) fn policy_in(text: &str) -> Option<crate::policy::Form> {
+    use crate::policy::Form;
+    if !text.contains(POLICY) {
+        return None;
+    }
+    let head = Head::read_str(text);
+    if !head.batch {
+        return head.policy_form();
+    }
+    let mut form = None;
+    super::envelope::batch_entries(text.as_bytes(), |entry, ended| {
+        let seen = entry
+            .summary(ended)
+            .and_then(|summary| Head::read(&summary).policy_form());
+        form = match (form, seen) {
+            (Some(Form::Request), _) | (_, Some(Form::Request)) => Some(Form::Request),
+            (Some(f), _) | (None, Some(f)) => Some(f),
+            (None, None) => None,
+        };
+    });
+    form
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

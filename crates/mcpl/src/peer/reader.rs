@@ -507,14 +507,20 @@ pub(super) fn take_read(
             let broke = super::refused::Limit::Unparsed { error: &error };
             super::refused::refuse(shared, Some(head), broke, replies)
         }
-        Read::RefusedBatch { ours, reason, then } => {
+        Read::RefusedBatch {
+            ours,
+            reason,
+            then,
+            policy,
+        } => {
             // The batch's own answer first (it never delivers anything), then each request
             // of ours it answered fails at its place.
             // What the answer left to deliver (the owner told of an unread policy, §6.7)
             // goes first even when the queue is full: queued ahead of the failures, never
             // dropped (it is counted in the inbox already).
             let answered = take_read(shared, *then, inbound, replies);
-            let failed = fail_refused(shared, ours, &reason);
+            let mut failed: Vec<Parsed> = policy.map(Parsed::PolicyUnread).into_iter().collect();
+            failed.extend(fail_refused(shared, ours, &reason));
             return match answered {
                 Err(full) => {
                     let (item, rest) = *full;

@@ -190,7 +190,7 @@ pub(super) fn refuse(
     }
     match then {
         Then::Answer(_) => {
-            let policy = !head.batch && head.method_name.as_deref() == Some(POLICY);
+            let policy = head.policy_form().is_some();
             let mut error = broke.answer(head.batch);
             // The policy Request (§6.7) refused unread: it may carry a reduction nobody
             // read, so an owner that answers it itself holds nothing until the next one it
@@ -234,7 +234,7 @@ pub(super) fn refuse(
         // order (`ServerState::handle_policy_unread_as`). Known only when its `method` was
         // read (a line transport reads a discarded line's whole envelope).
         Then::Report => {
-            let policy = !head.batch && head.method_name.as_deref() == Some(POLICY);
+            let policy = head.policy_form().is_some();
             (policy && super::reader::refusing_policy(shared, Some(POLICY)))
                 .then_some(Parsed::PolicyUnread(crate::policy::Form::Notification))
         }
@@ -242,8 +242,8 @@ pub(super) fn refuse(
     }
 }
 
-/// The policy Request's method (§6.7).
-const POLICY: &str = crate::protocol::feature_sets::FeatureSetsUpdate::NAME;
+/// The policy Request's method (§6.7), as every refusal reads it.
+use crate::jsonrpc::head::POLICY;
 
 /// `error`, refusing a policy Request (§6.7) unread for a bound, made to tell the host
 /// the policy was not applied: its message says so, and its data (which names the bound,

@@ -83,6 +83,10 @@ pub(super) enum Read {
         ours: Vec<RequestId>,
         reason: String,
         then: Box<Read>,
+        /// The batch names the policy message (§6.7), in this form
+        /// (`jsonrpc::head::policy_in`), refused unread with it: an owner that answers
+        /// the policy itself is told after the batch's answer, before the failures.
+        policy: Option<crate::policy::Form>,
     },
     /// A batch the parser refuses only for what follows it on its line (`trailing
     /// characters`: another message with nothing between, junk, a message cut short),
@@ -137,7 +141,7 @@ pub(super) fn read_text(
                      {max_cost} (PeerConfig::max_parsed_cost), and was refused unread"
                 )
             };
-            return (refused_batch(shared, trimmed, reason, read), weight);
+            return (refused_batch(shared, trimmed, reason, read, true), weight);
         }
     }
     if !json_lead {
@@ -153,7 +157,7 @@ pub(super) fn read_text(
                 head,
                 error: lead.to_owned(),
             };
-            return (refused_batch(shared, trimmed, reason, read), weight);
+            return (refused_batch(shared, trimmed, reason, read, true), weight);
         }
     }
     if let Some(params) = typed
@@ -249,7 +253,10 @@ pub(super) fn read_text(
                 },
             };
             let reason = move || format!("the batch holding it could not be parsed: {why}");
-            let read = refused_batch(shared, trimmed, reason, then);
+            // Unless its requests or the policy Notification were read before the error
+            // (told as they are answered).
+            let look = matches!(then, Read::Top(Err(_)));
+            let read = refused_batch(shared, trimmed, reason, then, look);
             (read, weight)
         }
         Ok(Top::Batch(BoundedBatch::Over { count })) => {
@@ -269,7 +276,7 @@ pub(super) fn read_text(
                 }
                 false => Read::Top(Ok(Top::Batch(BoundedBatch::Over { count }))),
             };
-            (refused_batch(shared, trimmed, reason, read), weight)
+            (refused_batch(shared, trimmed, reason, read, true), weight)
         }
         Ok(top) => match doubled_members(shared, trimmed, &top) {
             doubled if doubled.is_empty() => (Read::Top(Ok(top)), weight),
@@ -318,26 +325,39 @@ fn doubled_members(shared: &Shared, trimmed: &str, top: &Top) -> Vec<(usize, Dou
 }
 
 /// `read` of a text refused whole, as [`Read::RefusedBatch`] when it is a batch some of
-/// whose entries answer requests of ours ([`ours_in_batch`]), failed for `reason`.
+/// whose entries answer requests of ours ([`ours_in_batch`]), failed for `reason`, or
+/// (`look`) one that names the policy message (§6.7), on a connection whose owner answers
+/// the policy itself. Reading (§6.7, §6.4 fail closed): a batch refused unread for a bound
+/// may hide a narrowing as a single message so refused may, so it is told the same way
+/// (`jsonrpc::head::policy_in`, the one reading: each object entry's envelope, as far as
+/// the batch reads).
 fn refused_batch(
     shared: &Shared,
     trimmed: &str,
     reason: impl FnOnce() -> String,
     read: Read,
+    look: bool,
 ) -> Read {
     if !trimmed.starts_with('[') {
         return read;
     }
     let ours = ours_in_batch(shared, trimmed.as_bytes());
-    if ours.is_empty() {
+    let policy = (look && super::reader::refusing_policy(shared, Some(POLICY)))
+        .then(|| crate::jsonrpc::head::policy_in(trimmed))
+        .flatten();
+    if ours.is_empty() && policy.is_none() {
         return read;
     }
     Read::RefusedBatch {
         ours,
         reason: reason(),
         then: Box::new(read),
+        policy,
     }
 }
+
+/// The policy message's method (§6.7), as every refusal reads it.
+use crate::jsonrpc::head::POLICY;
 
 /// The requests of ours answered on a line past the messages read of it (`past`, the text
 /// from the first message past `PeerConfig::max_batch_entries`), each once, in order: a
@@ -426,26 +446,17 @@ fn refused(trimmed: &str, e: serde_json::Error) -> Read {
 }
 
 /// The form of the policy message (§6.7) `trimmed`, an object the parser refused with no
-/// request id read without doubt, shows ([`is_policy`]): a Notification when it shows no
-/// `id` member, else a Request whose id is in doubt (answered under a null id).
+/// request id read without doubt, shows (the one reading, `jsonrpc::head::policy_in`): a
+/// Notification when it shows no `id` member, else a Request whose id is in doubt
+/// (answered under a null id).
 fn policy_form(trimmed: &str) -> Option<crate::policy::Form> {
-    if !trimmed.contains(POLICY) {
-        return None;
-    }
-    let head = Head::read_str(trimmed);
-    (head.method_name.as_deref() == Some(POLICY)).then_some(match head.id {
-        crate::jsonrpc::head::IdSeen::Absent => crate::policy::Form::Notification,
-        _ => crate::policy::Form::Request,
-    })
+    crate::jsonrpc::head::policy_in(trimmed)
 }
 
-/// The policy Request's method (§6.7).
-const POLICY: &str = crate::protocol::feature_sets::FeatureSetsUpdate::NAME;
-
 /// Whether the envelope of `trimmed`, an object the parser refused, names the policy
-/// Request (§6.7) as its method: read only when its text holds the name at all.
+/// Request (§6.7) as its method (the one reading, `jsonrpc::head::policy_in`).
 fn is_policy(trimmed: &str) -> bool {
-    trimmed.contains(POLICY) && Head::read_str(trimmed).method_name.as_deref() == Some(POLICY)
+    policy_form(trimmed).is_some()
 }
 
 impl Shared {

@@ -9,8 +9,8 @@
 use super::reader::{refusing_policy, Parsed};
 use super::*;
 
-/// The policy Request's method (§6.7).
-const POLICY: &str = crate::protocol::feature_sets::FeatureSetsUpdate::NAME;
+/// The policy Request's method (§6.7), as every refusal reads it.
+use crate::jsonrpc::head::POLICY;
 
 /// Answers a single request the parser refused (`error` the parser's) under `id`;
 /// `policy`: it is the policy Request. What to deliver: the owner told of an unread policy.
