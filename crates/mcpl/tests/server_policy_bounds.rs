@@ -220,3 +220,29 @@ async fn s6_7_a_policy_request_in_a_batch_refused_for_a_bound_grants_nothing() {
         );
     }
 }
+
+/// §6.7, §6.4: the same for a batch over `max_message_size`, discarded unread, whose
+/// policy entry the line reader saw as the bytes streamed past (first, or after a response
+/// to nobody's request).
+#[tokio::test]
+async fn s6_7_a_policy_request_in_a_batch_over_the_size_bound_grants_nothing() {
+    let narrow = json!({"jsonrpc": "2.0", "id": "n", "method": "featureSets/update",
+        "params": {"effectiveCapabilities": [], "pad": "x".repeat(8192)}});
+    let answer = json!({"jsonrpc": "2.0", "id": 77, "result": {}});
+    for batch in [json!([narrow]), json!([answer, narrow])] {
+        let config = PeerConfig {
+            max_message_size: 4096,
+            ..PeerConfig::default()
+        };
+        let (answer, wide) = refused_policy(config, batch).await;
+        assert!(answer["id"].is_null(), "{answer}");
+        assert_eq!(
+            answer["error"]["data"]["reason"], "max_message_size",
+            "{answer}"
+        );
+        assert!(
+            !wide,
+            "the grant before an unread narrowing in a batch still holds: {answer}"
+        );
+    }
+}

@@ -808,3 +808,10 @@ fn batch_requests_before_pins_each_id_once_in_order() {
     );
     assert!(first.policy_notification);
 }
+
+/// §6.7: the name a streamed batch's reader keeps a policy entry by is the policy's method.
+#[test]
+fn the_policy_entry_kept_of_a_refused_batch_is_named_as_the_policy() {
+    let written = crate::jsonrpc::envelope::batch::POLICY_WRITTEN;
+    assert_eq!(written, format!("\"{}\"", crate::jsonrpc::head::POLICY));
+}

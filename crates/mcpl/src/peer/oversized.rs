@@ -80,13 +80,20 @@ impl Discarded {
         let Some(batch) = &self.batch else {
             return Vec::new();
         };
+        // A policy entry the reader kept (§6.7, §6.4 fail closed): the owner that answers
+        // the policy itself is told first (the one reading, `jsonrpc::head::policy_in`).
+        let policy = super::reader::refusing_policy(shared, Some(crate::jsonrpc::head::POLICY))
+            .then(|| crate::jsonrpc::head::policy_in(&String::from_utf8_lossy(batch)))
+            .flatten()
+            .map(Parsed::PolicyUnread);
         let ours = super::text::ours_in_batch(shared, batch);
         let unkept = crate::jsonrpc::envelope::batch::unkept(batch);
         if ours.is_empty() && !unkept {
-            return Vec::new();
+            return policy.into_iter().collect();
         }
         let why = why();
-        let mut failed = super::reader::fail_refused(shared, ours, &why);
+        let mut failed: Vec<Parsed> = policy.into_iter().collect();
+        failed.extend(super::reader::fail_refused(shared, ours, &why));
         if unkept {
             failed.extend(fail_outstanding(shared, &why));
         }

@@ -24,6 +24,9 @@ pub(crate) const UNKEPT: &[u8] = b"\"responses not kept\"";
 /// is, so the summary read again ([`responses_only`]) tells what the batch did.
 pub(crate) const NOT_ONLY_RESPONSES: &[u8] = b"\"not only responses\"";
 
+/// The policy message's method (§6.7) as a JSON string, as an envelope keeps it.
+pub(crate) const POLICY_WRITTEN: &str = "\"featureSets/update\"";
+
 /// Whether `text`, a JSON array (a batch, or a batch's summary as
 /// [`BatchSighted::summary`] writes it), holds responses only, read to its end: one entry
 /// at least, each an object with a `result` or an `error` and no `method`. Reading
@@ -283,7 +286,13 @@ impl BatchSighted {
             self.asks = true;
         }
         let response = envelope.outcome || (!envelope.method_named && envelope.id.is_some());
-        let Some(summary) = response.then(|| envelope.summary(ended)).flatten() else {
+        // The policy message (§6.7) is kept too: a batch refused unread that held it may
+        // hide a narrowing, which its reader must fail closed on (`jsonrpc::head::policy_in`
+        // reads the summary as it reads a batch's text). Its method as written, unescaped.
+        let policy =
+            envelope.method.as_ref().and_then(|m| m.as_deref()) == Some(POLICY_WRITTEN.as_bytes());
+        let kept = response || policy;
+        let Some(summary) = kept.then(|| envelope.summary(ended)).flatten() else {
             return;
         };
         if self.kept.len() + summary.len() + 2 > MAX_BATCH_SUMMARY_BYTES {
