@@ -246,3 +246,28 @@ async fn s6_7_a_policy_request_in_a_batch_over_the_size_bound_grants_nothing() {
         );
     }
 }
+
+/// §6.7, §6.4: a policy Request on a line of several messages past
+/// `PeerConfig::max_batch_entries` (one message per line), refused unread with the one
+/// `-32600` under a null id, grants nothing either.
+#[tokio::test]
+async fn s6_7_a_policy_request_past_the_messages_per_line_grants_nothing() {
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/note"});
+    let narrow = json!({"jsonrpc": "2.0", "id": "narrow", "method": "featureSets/update",
+        "params": {"effectiveCapabilities": ["tools"]}});
+    let config = PeerConfig {
+        max_batch_entries: 2,
+        ..PeerConfig::default()
+    };
+    let line = format!("{note} {note} {narrow}");
+    let (answer, wide) = refused_policy_line(config, &line).await;
+    assert!(answer["id"].is_null(), "{answer}");
+    assert_eq!(
+        answer["error"]["data"]["reason"], "messages_per_line",
+        "{answer}"
+    );
+    assert!(
+        !wide,
+        "the grant before an unread narrowing past the bound still holds: {answer}"
+    );
+}

@@ -12,7 +12,7 @@ use super::*;
 pub(super) fn take_several(
     shared: &Arc<Shared>,
     pieces: Vec<String>,
-    (refused_past, ours_past): (bool, Vec<RequestId>),
+    (refused_past, ours_past): (bool, super::text::Past),
     inbound: &queue::Sender<Item>,
     replies: &mut Outbox,
 ) -> Taken {
@@ -30,7 +30,9 @@ pub(super) fn take_several(
             "the line holding it has more than {limit} messages \
              (PeerConfig::max_batch_entries); those past the first {limit} were refused unread"
         );
-        after = super::reader::fail_refused(shared, ours_past, &why);
+        // The policy there (§6.7) told first, as for a batch refused whole.
+        after.extend(ours_past.policy.map(Parsed::PolicyUnread));
+        after.extend(super::reader::fail_refused(shared, ours_past.ours, &why));
     }
     take_pieces(shared, pieces.into_iter(), after, inbound, replies)
 }

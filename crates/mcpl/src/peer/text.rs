@@ -103,11 +103,11 @@ pub(super) enum Read {
     },
     /// Several complete messages on one frame's line (`jsonrpc::several_values`), each
     /// read as its own frame's text; `refused_past`: more followed past the bound, and
-    /// `ours_past` the requests of ours answered there ([`ours_past_the_bound`]).
+    /// `ours_past` what was seen there ([`ours_past_the_bound`]).
     Several {
         pieces: Vec<String>,
         refused_past: bool,
-        ours_past: Vec<RequestId>,
+        ours_past: Past,
     },
 }
 
@@ -359,20 +359,39 @@ fn refused_batch(
 /// The policy message's method (§6.7), as every refusal reads it.
 use crate::jsonrpc::head::POLICY;
 
-/// The requests of ours answered on a line past the messages read of it (`past`, the text
-/// from the first message past `PeerConfig::max_batch_entries`), each once, in order: a
-/// message there is refused unread, but an answer to a request of ours among them ends
-/// that request now, failed, as one in a batch refused whole does ([`ours_in_batch`]),
-/// rather than leaving it to its deadline. Read by the envelope of each object
-/// (`envelope::BatchSighted::several_all`, within `MAX_BATCH_SUMMARY_BYTES` of summaries;
-/// past them every request of ours outstanding), bounded by the requests outstanding.
-fn ours_past_the_bound(shared: &Shared, past: &[u8]) -> Vec<RequestId> {
+/// What a line held past the messages read of it, refused unread ([`ours_past_the_bound`]).
+#[derive(Default)]
+pub(super) struct Past {
+    /// The requests of ours answered there, each once, in order.
+    pub(super) ours: Vec<RequestId>,
+    /// The policy message (§6.7) there, in this form, on a connection whose owner answers
+    /// the policy itself: told at the line's end, before the failures of ours.
+    pub(super) policy: Option<crate::policy::Form>,
+}
+
+/// What a line holds past the messages read of it (`past`, the text from the first message
+/// past `PeerConfig::max_batch_entries`): the requests of ours answered there, each once,
+/// in order: a message there is refused unread, but an answer to a request of ours among
+/// them ends that request now, failed, as one in a batch refused whole does
+/// ([`ours_in_batch`]), rather than leaving it to its deadline. Read by the envelope of
+/// each object (`envelope::BatchSighted::several_all`, within `MAX_BATCH_SUMMARY_BYTES` of
+/// summaries; past them every request of ours outstanding), bounded by the requests
+/// outstanding. And the policy message there (§6.7, §6.4 fail closed: it may hide a
+/// narrowing), by each object's envelope (`Head::policy_form`, the one reading); past the
+/// summaries kept, the text naming the method at all counts as a Request.
+fn ours_past_the_bound(shared: &Shared, past: &[u8]) -> Past {
     let mut sighted = crate::jsonrpc::envelope::batch::BatchSighted::several_all();
     sighted.feed(past);
     let (pieces, unkept) = sighted.several_pieces(true);
+    let owner = super::reader::refusing_policy(shared, Some(POLICY));
     let mut ours = Vec::new();
+    let mut policy = None;
     for piece in pieces {
-        if let Some(id) = super::refused::names_ours(&Head::read(&piece), shared) {
+        let head = Head::read(&piece);
+        if owner && policy != Some(crate::policy::Form::Request) {
+            policy = head.policy_form().or(policy);
+        }
+        if let Some(id) = super::refused::names_ours(&head, shared) {
             if !ours.contains(&id) {
                 ours.push(id);
             }
@@ -386,8 +405,12 @@ fn ours_past_the_bound(shared: &Shared, past: &[u8]) -> Vec<RequestId> {
                 ours.push(id);
             }
         }
+        let named = memchr::memmem::find(past, POLICY.as_bytes()).is_some();
+        if owner && policy.is_none() && named {
+            policy = Some(crate::policy::Form::Request);
+        }
     }
-    ours
+    Past { ours, policy }
 }
 
 /// The requests of ours answered by entries of a batch refused whole, each once, in the
