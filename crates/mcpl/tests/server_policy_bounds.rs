@@ -271,3 +271,29 @@ async fn s6_7_a_policy_request_past_the_messages_per_line_grants_nothing() {
         "the grant before an unread narrowing past the bound still holds: {answer}"
     );
 }
+
+/// §6.7, §6.4: the same on a line of several messages discarded for its size, the policy
+/// Request past `max_batch_entries` (read only by its envelope as the bytes streamed past).
+#[tokio::test]
+async fn s6_7_a_policy_request_past_the_messages_of_a_discarded_line_grants_nothing() {
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/note",
+        "params": {"pad": "x".repeat(5000)}});
+    let narrow = json!({"jsonrpc": "2.0", "id": "narrow", "method": "featureSets/update",
+        "params": {"effectiveCapabilities": ["tools"]}});
+    let config = PeerConfig {
+        max_batch_entries: 2,
+        max_message_size: 4096,
+        ..PeerConfig::default()
+    };
+    let line = format!("{note} {note} {narrow}");
+    let (answer, wide) = refused_policy_line(config, &line).await;
+    assert!(answer["id"].is_null(), "{answer}");
+    assert_eq!(
+        answer["error"]["data"]["reason"], "messages_per_line",
+        "{answer}"
+    );
+    assert!(
+        !wide,
+        "the grant before an unread narrowing past the bound still holds: {answer}"
+    );
+}

@@ -135,6 +135,10 @@ impl Discarded {
             refused_past,
         });
         let mut past = Vec::new();
+        // The policy message (§6.7) past the bound: refused unread, told to an owner that
+        // answers it itself (§6.4 fail closed) before the failures of ours there.
+        let owner = super::reader::refusing_policy(shared, Some(crate::jsonrpc::head::POLICY));
+        let mut policy = None;
         for (i, piece) in rest.into_iter().enumerate() {
             if piece == crate::jsonrpc::envelope::batch::UNKEPT {
                 failed.extend(fail_outstanding(shared, why));
@@ -145,14 +149,21 @@ impl Discarded {
                 }
             } else if i + 1 < limit {
                 failed.extend(each(&piece, replies));
-            } else if let Some(id) = names_ours(&Head::read(&piece), shared) {
+            } else {
+                let head = Head::read(&piece);
+                if owner && policy != Some(crate::policy::Form::Request) {
+                    policy = head.policy_form().or(policy);
+                }
                 // Past the bound: refused unread, but an answer of ours there still ends
                 // its request (as on a line held, `text::ours_past_the_bound`).
-                past.push(id);
+                if let Some(id) = names_ours(&head, shared) {
+                    past.push(id);
+                }
             }
         }
         if refused_past {
             let _ = replies.send(super::pieces::refused_past_reply(limit));
+            failed.extend(policy.map(Parsed::PolicyUnread));
             failed.extend(super::reader::fail_refused(shared, past, why));
         }
         failed
