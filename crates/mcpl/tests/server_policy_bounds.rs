@@ -297,3 +297,29 @@ async fn s6_7_a_policy_request_past_the_messages_of_a_discarded_line_grants_noth
         "the grant before an unread narrowing past the bound still holds: {answer}"
     );
 }
+
+/// §6.7, §6.4: the same for a batch the shared budget for partial messages refused part
+/// read, its policy entry seen before the refusal.
+#[tokio::test]
+async fn s6_7_a_policy_request_in_a_batch_over_the_budget_grants_nothing() {
+    use mcpl::transport::{MessageBudget, UNBUDGETED_BYTES};
+    let budget = 4096;
+    let narrow = json!({"jsonrpc": "2.0", "id": "n", "method": "featureSets/update",
+        "params": {"effectiveCapabilities": []}});
+    let pad = json!({"jsonrpc": "2.0", "method": "notifications/note",
+        "params": {"pad": "x".repeat(UNBUDGETED_BYTES + budget + 1000)}});
+    let config = PeerConfig {
+        message_budget: Some(MessageBudget::new(budget)),
+        ..PeerConfig::default()
+    };
+    let (answer, wide) = refused_policy(config, json!([narrow, pad])).await;
+    assert!(answer["id"].is_null(), "{answer}");
+    assert_eq!(
+        answer["error"]["data"]["reason"], "message_budget",
+        "{answer}"
+    );
+    assert!(
+        !wide,
+        "the grant before an unread narrowing in a batch still holds: {answer}"
+    );
+}
