@@ -35,16 +35,17 @@ struct State<T> {
     weights: VecDeque<usize>,
     /// The sum of `weights`.
     weight: usize,
-    senders: usize,
+    senders: u32,
     /// The receiver is closed or dropped: nothing more is taken.
     rx_closed: bool,
     /// Senders waiting for room: each item taken wakes one of them (waking them all at
     /// every take made a burst of n waiting senders cost n² wake-ups).
-    waiting: usize,
+    waiting: u32,
     /// Room taken ahead by [`Permit`]s not yet used or dropped, counted as items queued.
-    reserved: usize,
-    /// Items the receiver took so far ([`Sender::taken`]).
-    taken: u64,
+    reserved: u32,
+    /// Items the receiver took so far, wrapping ([`Sender::taken`]). The four counts are
+    /// 32 bits: every idle connection holds five queues (issue #24's idle memory).
+    taken: u32,
 }
 
 struct Chan<T> {
@@ -71,7 +72,7 @@ impl<T> Chan<T> {
     /// Whether `st` has room for one more item: fewer than `capacity` (counting room held
     /// by [`Permit`]s), and less than `max_weight` queued unless it is empty.
     fn has_room(&self, st: &State<T>) -> bool {
-        st.items.len() + st.reserved < self.capacity
+        st.items.len() + (st.reserved as usize) < self.capacity
             && (st.items.is_empty() && st.reserved == 0 || st.weight < self.max_weight)
     }
 
@@ -242,7 +243,7 @@ impl<T> Sender<T> {
 
     /// How many items the receiver took so far: a sender waiting for room tells a receiver
     /// that moves from one that stopped by it.
-    pub(crate) fn taken(&self) -> u64 {
+    pub(crate) fn taken(&self) -> u32 {
         self.chan.state().taken
     }
 
@@ -289,7 +290,7 @@ impl<T> Sender<T> {
                     Err(TrySendError::Closed(back)) => return Err(back),
                     Err(TrySendError::Full(back)) => item = back,
                 }
-                st.waiting += 1;
+                st.waiting = st.waiting.saturating_add(1);
                 Waiting(&self.chan)
             };
             room.await;
@@ -314,13 +315,13 @@ impl<T> Sender<T> {
                     return Err(());
                 }
                 if (st.waiting == 0 || woken) && self.chan.has_room(&st) {
-                    st.reserved += 1;
+                    st.reserved = st.reserved.saturating_add(1);
                     return Ok(Permit {
                         chan: self.chan.clone(),
                         used: false,
                     });
                 }
-                st.waiting += 1;
+                st.waiting = st.waiting.saturating_add(1);
                 Waiting(&self.chan)
             };
             room.await;
@@ -365,7 +366,7 @@ impl<T> Sender<T> {
                     }
                     return Ok(moved);
                 }
-                st.waiting += 1;
+                st.waiting = st.waiting.saturating_add(1);
                 Waiting(&self.chan)
             };
             room.await;
@@ -411,7 +412,7 @@ impl<T> Sender<T> {
         }
         self.chan
             .capacity
-            .saturating_sub(st.items.len() + st.reserved)
+            .saturating_sub(st.items.len() + st.reserved as usize)
     }
 
     /// Whether the receiver is closed or gone.
@@ -490,7 +491,7 @@ impl<T> WeakSender<T> {
             if st.senders == 0 {
                 return None;
             }
-            st.senders += 1;
+            st.senders = st.senders.saturating_add(1);
         }
         Some(Sender { chan })
     }
@@ -498,7 +499,9 @@ impl<T> WeakSender<T> {
 
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {
-        self.chan.state().senders += 1;
+        let mut st = self.chan.state();
+        st.senders = st.senders.saturating_add(1);
+        drop(st);
         Sender {
             chan: self.chan.clone(),
         }
