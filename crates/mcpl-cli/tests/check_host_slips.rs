@@ -403,3 +403,54 @@ async fn an_early_inference_refused_as_unknown_set_is_a_refusal() {
     assert_eq!(status, "pass", "{detail}");
     assert!(detail.contains("the grant rule is not shown"), "{detail}");
 }
+
+/// §10.1 (r1 round 3, F2): a hook whose params are nulls and wrong types, or leave out
+/// `userMessage`, fails `host.hook-params-shape`, naming what is wrong; before, no check
+/// judged a hook's params and such a host passed every check. The well-formed hook of
+/// [`fan_out`] passes it.
+#[tokio::test]
+async fn a_hook_with_malformed_params_fails_its_shape() {
+    let grant = ["contextHooks.beforeInference.inject.beforeUser"];
+    let bad = |params: Value| {
+        let mut sent = false;
+        let hook = line(json!({ "jsonrpc": "2.0", "id": 3,
+            "method": "context/beforeInference", "params": params }));
+        move |m: &Value| {
+            if is_receipt(m) && !std::mem::replace(&mut sent, true) {
+                return hook.clone();
+            }
+            refuse_all(m)
+        }
+    };
+    let nulls = json!({ "inferenceId": null, "conversationId": null, "turnIndex": null,
+                        "userMessage": null, "model": null });
+    let typed = json!({ "inferenceId": 5, "conversationId": "c1", "turnIndex": "x" });
+    let (hook, _) = fan_out();
+    let mut sent = false;
+    let (nulls, typed, good) = tokio::join!(
+        raw_host("hook-nulls.json", head(&grant), bad(nulls)),
+        raw_host("hook-typed.json", head(&grant), bad(typed)),
+        raw_host("hook-good.json", head(&grant), move |m| {
+            if is_receipt(m) && !std::mem::replace(&mut sent, true) {
+                return hook.clone();
+            }
+            refuse_all(m)
+        }),
+    );
+    let (status, detail) = verdict(&nulls, "host.hook-params-shape");
+    assert_eq!(status, "fail", "{nulls:#}");
+    assert!(
+        detail.contains("inferenceId null is not a string"),
+        "{detail}"
+    );
+    assert!(detail.contains("turnIndex null"), "{detail}");
+    let (status, detail) = verdict(&typed, "host.hook-params-shape");
+    assert_eq!(status, "fail", "{typed:#}");
+    assert!(detail.contains("inferenceId 5"), "{detail}");
+    assert!(detail.contains("userMessage missing"), "{detail}");
+    assert_eq!(
+        verdict(&good, "host.hook-params-shape").0,
+        "pass",
+        "{good:#}"
+    );
+}

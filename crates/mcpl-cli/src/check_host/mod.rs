@@ -73,6 +73,7 @@ catalogue! {
     "host.register-itemized", "§14.5", "channels/register is refused unless granted, and answered with one result per descriptor when it is (refusing it whole then warns: safe, but no itemized answer)";
     "host.incoming-follows-grant", "§14.5", "channels/incoming is refused when channels.incoming is not granted";
     "host.hooks-after-ready", "§5.3", "context/beforeInference only after the receipt, under a granted hook leaf";
+    "host.hook-params-shape", "§10.1", "every context/beforeInference carries §10.1's params: string inferenceId and conversationId, a non-negative integer turnIndex, userMessage written (a string or null), model a ModelInfo object when given";
     "host.user-message-redacted", "§10.1", "userMessage is null in beforeInference unless observe is granted (text under a member §10.1 does not list, observe not granted, warns)";
     "host.grant-within-own-advertisement", "§5.2", "the grant names only paths the host itself advertises supporting (a warning)";
     "host.undeclared-use-refused", "§6.4", "a use the exercising feature set does not declare is refused with an error";

@@ -234,6 +234,60 @@ pub fn result_defects(result: &Value) -> Vec<String> {
     super::listed_defects(out)
 }
 
+/// Every defect of `context/beforeInference` params against §10.1; empty when their shape is
+/// right: an object with a string `inferenceId` and `conversationId`, a non-negative integer
+/// `turnIndex`, a `userMessage` written as a string or `null` (§10.1: the host MUST send
+/// `null` when `observe` is not granted, so the member is never left out), `model`, when
+/// present and not `null` ([`super::given`]), a ModelInfo object (§12.2: a string `id`),
+/// and `channels`, when present and not `null`, an object (§14.4). Whether `userMessage` may
+/// carry text is the grant's question ([`crate::policy::unredacted_user_message`]). The rule
+/// `mcpl check-host` (`host.hook-params-shape`) judges a host's hooks by; the library server
+/// reads the same params leniently (an absent `userMessage` as `null`), as §8 lets it.
+pub fn params_defects(params: Option<&Value>) -> Vec<String> {
+    let Some(o) = params.and_then(Value::as_object) else {
+        return vec!["params are not an object".into()];
+    };
+    let mut out = Vec::new();
+    for field in ["inferenceId", "conversationId"] {
+        match o.get(field) {
+            Some(Value::String(_)) => {}
+            None => out.push(format!("{field} missing")),
+            Some(other) => out.push(format!("{field} {} is not a string", scalar_or_kind(other))),
+        }
+    }
+    match o.get("turnIndex") {
+        Some(Value::Number(n)) if n.is_u64() => {}
+        None => out.push("turnIndex missing".into()),
+        Some(other) => out.push(format!(
+            "turnIndex {} is not a non-negative integer",
+            scalar_or_kind(other)
+        )),
+    }
+    match o.get("userMessage") {
+        Some(Value::String(_) | Value::Null) => {}
+        None => out.push("userMessage missing (§10.1: written, as null when absent)".into()),
+        Some(other) => out.push(format!(
+            "userMessage {} is neither a string nor null",
+            scalar_or_kind(other)
+        )),
+    }
+    match super::given(o, "model") {
+        None => {}
+        Some(Value::Object(m)) if m.get("id").is_some_and(Value::is_string) => {}
+        Some(Value::Object(_)) => out.push("model.id missing or not a string (§12.2)".into()),
+        Some(other) => out.push(format!("model {} is not an object", scalar_or_kind(other))),
+    }
+    if let Some(c) = super::given(o, "channels") {
+        if !c.is_object() {
+            out.push(format!(
+                "channels {} is not an object (§14.4)",
+                scalar_or_kind(c)
+            ));
+        }
+    }
+    super::listed_defects(out)
+}
+
 /// A number or boolean as written, anything else by its JSON kind (an array or object
 /// may be long; a defect names what is wrong, not all of it).
 fn scalar_or_kind(v: &Value) -> String {
@@ -250,6 +304,51 @@ fn scalar_or_kind(v: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// §10.1: the params a host sends with each hook: well-formed ones have no defect; null,
+    /// wrong-typed or missing correlation ids, a negative or fractional `turnIndex`, a left
+    /// out `userMessage` and a `model` without a string `id` are each named.
+    #[test]
+    fn s10_1_hook_params_defects() {
+        let good = json!({"inferenceId":"i","conversationId":"c","turnIndex":0,
+                          "userMessage":null,"model":{"id":"m"},"channels":{}});
+        assert!(params_defects(Some(&good)).is_empty());
+        let with_text = json!({"inferenceId":"i","conversationId":"c","turnIndex":3,
+                               "userMessage":"hi"});
+        assert!(params_defects(Some(&with_text)).is_empty());
+        let nulls = json!({"inferenceId":null,"conversationId":null,"turnIndex":null,
+                           "userMessage":null,"model":null});
+        let d = params_defects(Some(&nulls)).join("; ");
+        for said in [
+            "inferenceId null is not a string",
+            "conversationId null",
+            "turnIndex null is not a non-negative integer",
+        ] {
+            assert!(d.contains(said), "{said} in {d}");
+        }
+        assert!(!d.contains("model"), "{d}");
+        let odd = json!({"inferenceId":5,"conversationId":"c","turnIndex":-1,
+                         "model":{"vendor":"v"},"channels":[]});
+        let d = params_defects(Some(&odd)).join("; ");
+        for said in [
+            "inferenceId 5",
+            "turnIndex -1",
+            "userMessage missing",
+            "model.id",
+            "channels (an array)",
+        ] {
+            assert!(d.contains(said), "{said} in {d}");
+        }
+        let frac = json!({"inferenceId":"i","conversationId":"c","turnIndex":1.5,
+                          "userMessage":null});
+        assert!(params_defects(Some(&frac))
+            .join("")
+            .contains("turnIndex 1.5"));
+        assert_eq!(
+            params_defects(None),
+            vec!["params are not an object".to_owned()]
+        );
+    }
 
     /// §6.5: injections under a `featureSet` that is no string are told that, not that they
     /// name none; `null` is the member absent (`super::given`).

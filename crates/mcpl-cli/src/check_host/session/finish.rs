@@ -7,7 +7,11 @@ impl Run {
     /// The report: hooks judged by what arrived, the head-of-line check settled, every check
     /// not reached saying why.
     pub(in crate::check_host) fn finish(mut self, label: String) -> Report {
-        let hook_ids = ["host.hooks-after-ready", "host.user-message-redacted"];
+        let hook_ids = [
+            "host.hooks-after-ready",
+            "host.hook-params-shape",
+            "host.user-message-redacted",
+        ];
         let form = "host.hook-is-request";
         if self.hooks == 0 {
             let why = "the host sent no context/beforeInference during the run";

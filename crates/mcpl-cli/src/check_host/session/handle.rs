@@ -274,6 +274,17 @@ impl Run {
     /// held, under the grant before it too (§6.7, [`Run::expanding`]).
     pub(super) fn judge_hook(&mut self, params: Option<&Value>) {
         self.hooks = self.hooks.saturating_add(1);
+        // §10.1's params, by the library's one rule (r1 round 3, F2: a hook of nulls and
+        // wrong types passed every check). The first defective hook is named.
+        let defects = mcpl::protocol::hooks::params_defects(params);
+        if !defects.is_empty() {
+            let d = format!(
+                "context/beforeInference {}: {}",
+                self.hooks,
+                defects.join("; ")
+            );
+            self.record("host.hook-params-shape", Status::Fail, d);
+        }
         // The library server's admission rule (readiness §5.3, the grant §5.4).
         let grant = *self.policy.grant();
         let method = BeforeInference::NAME;
