@@ -270,6 +270,71 @@ fn s16_4_named_facets_are_clean() {
     only(&with_facet(json!("Sender")), "unnamed_facet");
 }
 
+/// §16.4: a malformed ontology leaves the manifest valid (a hint catalog the host must
+/// tolerate) but every part a host drops is a warning with its path: an ontology that is not
+/// an object, wrong-typed members, a described name that is not a tag (§16.1), a `chat:`
+/// name §16.2 does not reserve, a core tag redescribed (§16.3). Before, `validate` said
+/// nothing about any of them.
+#[test]
+fn s16_4_malformed_ontology_parts_are_warnings() {
+    let m = json!({"version":"0.5","pushEvents":true,"featureSets":{
+        "a":{"description":"d","uses":["pushEvents"],"tagOntology":{
+            "tags":{"mention":{"implies":"x:z"},"chat:dm":{"implies":["chat:ambient"]},
+                    "a:ok":{"implies":"a:z"}},
+            "keyed":{"k":{"values":5}},
+            "coreTags":["chat:nope","mention","chat:dm"],
+            "open":"yes"}},
+        "b":{"description":"d","uses":["pushEvents"],"tagOntology":"everything"}}});
+    let f = validate(&m);
+    assert!(!has_errors(&f), "{f:?}");
+    let at = |path: &str| {
+        f.iter()
+            .find(|x| x.path == path)
+            .unwrap_or_else(|| panic!("no finding at {path} in {f:?}"))
+    };
+    for (path, code) in [
+        ("featureSets.b.tagOntology", "ontology_not_object"),
+        ("featureSets.a.tagOntology.tags.mention", "not_namespaced"),
+        (
+            "featureSets.a.tagOntology.tags.chat:dm",
+            "core_tag_redescribed",
+        ),
+        ("featureSets.a.tagOntology.keyed.k.values", "not_array"),
+        ("featureSets.a.tagOntology.coreTags.0", "reserved_namespace"),
+        ("featureSets.a.tagOntology.coreTags.1", "not_namespaced"),
+        ("featureSets.a.tagOntology.open", "not_boolean"),
+    ] {
+        let x = at(path);
+        assert_eq!(x.code, code, "{x:?}");
+        assert_eq!(x.severity, Severity::Warning, "{x:?}");
+        assert_eq!(x.section, "§16.4", "{x:?}");
+    }
+    assert!(
+        f.iter().any(|x| x
+            .path
+            .starts_with("featureSets.a.tagOntology.tags.a:ok.implies")),
+        "{f:?}"
+    );
+    // `chat:dm` in coreTags is what §16.4 asks for: no finding of its own.
+    assert!(!f
+        .iter()
+        .any(|x| x.path == "featureSets.a.tagOntology.coreTags.2"));
+}
+
+/// §16.4: a well-formed ontology gives no ontology finding.
+#[test]
+fn s16_4_well_formed_ontology_is_clean() {
+    let m = json!({"version":"0.5","pushEvents":true,"featureSets":{
+        "a":{"description":"d","uses":["pushEvents"],"tagOntology":{
+            "tags":{"a:ping":{"desc":"x","facet":"content","implies":["a:pong"],
+                               "stability":"experimental"}},
+            "keyed":{"prio":{"desc":"p","values":["low","high"],"ordered":true}},
+            "coreTags":["chat:dm","chat:mention"],
+            "suggestedTreatment":[],
+            "open":true}}}});
+    assert!(validate(&m).is_empty(), "{:?}", validate(&m));
+}
+
 /// The reference server keeps to the named facets, so no peer refuses its manifest for it
 /// (issue #21: it advertised `"facet": "origin"`).
 #[cfg(feature = "runtime")]

@@ -283,8 +283,56 @@ pub(super) fn validate_with_digest(
     }
 
     // Tag ontologies (§16.4, RFC-001 §5.1).
+    out.extend(ontology_findings(manifest));
     out.extend(unnamed_facets(manifest));
     (out.finish(), recomputed)
+}
+
+/// One warning (§16.4) for every part of a feature set's `tagOntology` a host ignores as
+/// malformed: an ontology that is not an object, a wrong-typed member, a described name that
+/// is not a tag (§16.1), a `chat:` name §16.2 does not reserve, a core tag described rather
+/// than listed in `coreTags`, a treatment rule that does not parse. The parts come from the
+/// parser the host reads ontologies with ([`crate::tags::TagOntology::parse`]), so the tools
+/// report exactly what a host drops.
+///
+/// Reading: §16.4 makes the ontology an open hint catalog that hosts must tolerate, so a
+/// malformed part leaves the manifest valid (a warning, never an error); but the producer
+/// meant something by it that no host will see. Used by [`validate`] and by `mcpl check`'s
+/// `manifest.tag-ontology`.
+pub fn ontology_findings(manifest: &Value) -> Vec<Finding> {
+    let Some(sets) = manifest.get("featureSets").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (set, decl) in sets {
+        let base = format!("featureSets.{set}.tagOntology");
+        // A declaration that is not an object is reported with the feature sets (§6.1).
+        if !decl.is_object() {
+            continue;
+        }
+        match crate::tags::TagOntology::from_feature_set(decl) {
+            Ok(None) => {}
+            Err(e) => out.push(Finding::new(
+                e.code(),
+                Severity::Warning,
+                "§16.4",
+                base,
+                format!("{e}; a host ignores the whole ontology"),
+            )),
+            Ok(Some((_, issues))) => {
+                for i in issues {
+                    out.push(Finding::new(
+                        i.code,
+                        Severity::Warning,
+                        "§16.4",
+                        format!("{base}.{}", i.path.replace('/', ".")),
+                        format!("{}; a host ignores this part of the ontology", i.detail),
+                    ));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// One `unnamed_facet` finding (info, §16.4) for every tag descriptor under
