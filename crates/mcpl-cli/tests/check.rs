@@ -1377,6 +1377,7 @@ fn reference_server_passes_every_check() {
             "manifest.revision-matches-digest",
             // RFC-001 §5.1: its tag descriptors use named facets (issue #21: `origin`).
             "manifest.tag-facets",
+            "manifest.tag-ontology",
             "policy.request-answered",
             "policy.receipt-shape",
             "policy.no-invented-mode",
@@ -1958,6 +1959,26 @@ fn every_hook_answer_is_judged() {
         detail(&doc, "hooks.injection-positions").contains("turn 1"),
         "{doc:#}"
     );
+}
+
+/// §5.4: a hook answer is authorized at receipt, however late it comes. A server holding
+/// its first `context/beforeInference` answer past the checker's timeout, then answering it
+/// under an undeclared set at the ungranted `system`, failed only for its silence: the late
+/// answer was dropped as lateness, every `hooks.*` check skipped, "no beforeInference
+/// result" (r1 round 3, F1).
+#[test]
+fn a_hook_answer_after_the_timeout_is_still_judged() {
+    let (_, doc) = scripted("hook-late");
+    let failed = ids_with(&doc, "fail");
+    for id in ["hooks.injection-positions", "hooks.feature-set-declared"] {
+        assert!(failed.contains(id), "{id}: {doc:#}");
+        assert!(detail(&doc, id).contains("turn 0"), "{id}: {doc:#}");
+    }
+    assert!(
+        detail(&doc, "hooks.feature-set-declared").contains("demo.late"),
+        "{doc:#}"
+    );
+    assert!(failed.contains("hooks.answers-without-observe"), "{doc:#}");
 }
 
 /// §6.7: after the reduction receipt nothing comes under a disabled set, the one disabled

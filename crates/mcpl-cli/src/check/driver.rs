@@ -173,6 +173,10 @@ struct Session {
     /// Ids of our requests that timed out: a late answer is lateness (already reported by
     /// the step that waited), not an invalid frame.
     timed_out: HashSet<RequestId>,
+    /// The params of each `context/beforeInference` of ours that timed out: its late answer
+    /// is still judged when it comes (§5.4: authorized at response receipt, against the
+    /// grant then), never dropped as mere lateness. One per hook the checker sent.
+    late_hooks: std::collections::HashMap<RequestId, Value>,
     /// Frames that are not valid JSON-RPC 2.0 (discarded, malformed): the first few, and how
     /// many.
     invalid: Sample,
@@ -382,6 +386,7 @@ impl Session {
             deferred: std::collections::VecDeque::new(),
             policy_sent: false,
             timed_out: HashSet::new(),
+            late_hooks: std::collections::HashMap::new(),
             invalid: Sample::default(),
             stray: Sample::default(),
             privileged_before_ready: Listed::default(),
@@ -792,6 +797,8 @@ impl Session {
         self.rec.record("manifest.revision-matches-digest", st, d);
         let (st, d) = inspect::tag_facets(mcpl);
         self.rec.record("manifest.tag-facets", st, d);
+        let (st, d) = inspect::tag_ontology(mcpl);
+        self.rec.record("manifest.tag-ontology", st, d);
     }
 
     /// Keeps listening for unsolicited messages for the watch period.
@@ -828,6 +835,7 @@ const MCPL_BEHAVIOUR_IDS: &[&str] = &[
     "manifest.identifier-charset",
     "manifest.revision-matches-digest",
     "manifest.tag-facets",
+    "manifest.tag-ontology",
     "policy.request-answered",
     "policy.receipt-shape",
     "policy.refusal-names-fallback",

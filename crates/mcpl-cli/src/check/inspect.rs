@@ -247,6 +247,24 @@ pub fn tag_facets(mcpl: &Value) -> Verdict {
     pass(format!("info: {}", items.join("; ")))
 }
 
+/// `manifest.tag-ontology` (§16.4): every feature set's `tagOntology` is one a host reads
+/// whole, by the rule `mcpl validate` applies ([`manifest::review::ontology_findings`]). A
+/// malformed part is tolerated by the host and dropped (a hint catalog), so it warns, never
+/// fails: what the producer meant by it reaches no host.
+pub fn tag_ontology(mcpl: &Value) -> Verdict {
+    let found = manifest::review::ontology_findings(mcpl);
+    if found.is_empty() {
+        return pass("every tagOntology is well formed (or none is given)");
+    }
+    // The detail names the first 16; a huge ontology of defects is counted, not listed.
+    const LISTED: usize = 16;
+    let mut items: Vec<String> = found.iter().take(LISTED).map(ToString::to_string).collect();
+    if found.len() > LISTED {
+        items.push(format!("{} more not listed", found.len() - LISTED));
+    }
+    (Status::Warn, items.join("; "))
+}
+
 /// Which §6.7 rule a receipt defect belongs to: `fallback` (refusal without a valid
 /// fallback), `mode` (mode invented when nothing degraded) or `shape` (everything else).
 pub fn receipt_defects(report: &ReceiptReport) -> (Vec<String>, Vec<String>, Vec<String>) {
@@ -455,6 +473,37 @@ mod tests {
     fn uses_of(m: &Value) -> Verdict {
         let (sets, findings) = FeatureSets::from_mcpl(m);
         uses_valid(&sets, &findings)
+    }
+
+    /// §16.4: a malformed tagOntology warns `manifest.tag-ontology` with each part a host
+    /// drops (`mcpl validate`'s findings); a well-formed one passes; a flood of defects is
+    /// counted past the first 16.
+    #[test]
+    fn s16_4_malformed_ontology_warns() {
+        let bad = json!({"version":"0.5","pushEvents":true,"featureSets":{
+            "a":{"description":"d","uses":["pushEvents"],
+                 "tagOntology":{"coreTags":["chat:nope"],"open":"yes"}},
+            "b":{"description":"d","uses":["pushEvents"],"tagOntology":"everything"}}});
+        let (st, d) = tag_ontology(&bad);
+        assert_eq!(st, Status::Warn, "{d}");
+        for part in [
+            "featureSets.a.tagOntology.coreTags.0: reserved_namespace",
+            "featureSets.a.tagOntology.open: not_boolean",
+            "featureSets.b.tagOntology: ontology_not_object",
+        ] {
+            assert!(d.contains(part), "{part} in {d}");
+        }
+        let good = json!({"version":"0.5","pushEvents":true,"featureSets":{
+            "a":{"description":"d","uses":["pushEvents"],
+                 "tagOntology":{"coreTags":["chat:dm"],"tags":{"a:x":{"facet":"content"}}}}}});
+        assert_eq!(tag_ontology(&good).0, Status::Pass);
+        let many: serde_json::Map<String, Value> =
+            (0..40).map(|i| (format!("bare{i}"), json!({}))).collect();
+        let flood = json!({"version":"0.5","pushEvents":true,"featureSets":{
+            "a":{"description":"d","uses":["pushEvents"],"tagOntology":{"tags":many}}}});
+        let (st, d) = tag_ontology(&flood);
+        assert_eq!(st, Status::Warn);
+        assert!(d.ends_with("24 more not listed"), "{d}");
     }
 
     /// §16.4 / RFC-001 §5.1: an unnamed facet is info (the check passes and says so, by the

@@ -106,6 +106,7 @@ catalogue! {
     "manifest.identifier-charset", "§17.2", "identifiers are non-empty [A-Za-z0-9._:*-]";
     "manifest.revision-matches-digest", "§17.1", "revision is the canonical digest of the manifest";
     "manifest.tag-facets", "§16.4", "tag facets are ones RFC-001 §5.1 names (another is info)";
+    "manifest.tag-ontology", "§16.4", "every tagOntology is well formed (a part a host drops warns)";
     "policy.request-answered", "§5.3", "the initial featureSets/update Request is answered";
     "policy.receipt-shape", "§6.7", "the answer is a well-formed degradation receipt";
     "policy.refusal-names-fallback", "§6.7", "a refusal carries fallback mcp-only or close";

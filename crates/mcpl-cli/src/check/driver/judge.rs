@@ -40,6 +40,7 @@ impl Session {
                     inspect::identifier_charset(served),
                 ),
                 ("manifest.tag-facets", inspect::tag_facets(served)),
+                ("manifest.tag-ontology", inspect::tag_ontology(served)),
             ]);
         }
         for (id, (st, d)) in found {

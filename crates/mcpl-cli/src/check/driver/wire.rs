@@ -126,6 +126,12 @@ impl Session {
                     deadline = Instant::now() + self.timing.step;
                     continue;
                 }
+                if method == BeforeInference::NAME {
+                    let params = self.last_request.as_ref().and_then(|m| m.get("params"));
+                    if let Some(params) = params {
+                        self.late_hooks.insert(id.clone(), params.clone());
+                    }
+                }
                 self.timed_out.insert(id);
                 self.unanswered += 1;
                 // Where the silence is reported, a line the server began and left without
@@ -478,6 +484,13 @@ impl Session {
                 if r.id.as_ref().is_some_and(|i| self.timed_out.contains(i)) =>
             {
                 tracing::debug!("late response to timed-out request {:?}", r.id);
+                // A hook's answer is judged however late it comes (§5.4: its injections
+                // are authorized at receipt, against the grant then; §6.7: none under a set
+                // disabled since), as an answer in time is.
+                let params = r.id.as_ref().and_then(|i| self.late_hooks.remove(i));
+                if let (Some(params), Ok(result)) = (params, &r.outcome) {
+                    self.judge_hook_answer(&params, result);
+                }
             }
             // A valid message that answers nothing (JSON-RPC 2.0 §5: a response answers a
             // request, once): `rpc.responses-answer-requests`, as the library's peer reports
