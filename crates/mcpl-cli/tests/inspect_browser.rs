@@ -69,6 +69,13 @@ async fn call_from_form(c: &fantoccini::Client, tool: &str, text: &str) {
         .unwrap();
 }
 
+/// The grant tree's `tools` box.
+async fn tools_leaf(c: &fantoccini::Client) -> fantoccini::elements::Element {
+    c.find(Locator::Css("#grant-tree input[data-path='tools']"))
+        .await
+        .expect("a `tools` box in the grant tree")
+}
+
 /// chromedriver, killed with the test.
 struct Driver {
     child: Child,
@@ -235,6 +242,47 @@ async fn drive(c: &fantoccini::Client, insp: &Inspect) {
         .await
         .unwrap()
         .is_empty());
+
+    // `tools` taken out of the grant (§5.4: `tools/call` needs it): the Tools panel says its
+    // list is stale and offers no Call, rather than the tools the host may no longer call.
+    tools_leaf(c).await.click().await.unwrap();
+    c.find(Locator::Id("grant-apply"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let stale = wait(c)
+        .for_element(xpath(
+            "//p[@id='tools-stale'][contains(., 'stale')][contains(., 'tools')]",
+        ))
+        .await
+        .expect("the Tools panel marked stale once `tools` is revoked");
+    assert!(stale.is_displayed().await.unwrap());
+    let call = c.find(Locator::Id("tool-call")).await.unwrap();
+    assert!(
+        !call.is_enabled().await.unwrap(),
+        "Call offered without `tools`"
+    );
+    // Granted again: the list is fresh (listed anew) and Call is back.
+    tools_leaf(c).await.click().await.unwrap();
+    c.find(Locator::Id("grant-apply"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait(c)
+        .for_element(xpath("//button[@id='tool-call'][not(@disabled)]"))
+        .await
+        .expect("Call offered again once `tools` is granted");
+    assert!(!c
+        .find(Locator::Id("tools-stale"))
+        .await
+        .unwrap()
+        .is_displayed()
+        .await
+        .unwrap());
 
     // For a person to look at: the whole page as the test left it.
     if let Ok(png) = c.screenshot().await {

@@ -11,7 +11,7 @@ use mcpl::protocol::push::timestamp_millis;
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::engine::{AutoAnswer, Engine, MAX_HISTORY};
+use super::engine::{AutoAnswer, Engine, Phase, MAX_HISTORY};
 use super::kept::{bound_bytes, push_bounded, HOOK_CUT};
 use super::log;
 
@@ -71,6 +71,29 @@ fn injection_category(reason: &InjectionDenied) -> &'static str {
         InjectionDenied::MissingPosition
         | InjectionDenied::UnknownPosition(_)
         | InjectionDenied::Malformed(_) => "shape",
+    }
+}
+
+/// Why the Tools panel's list is stale, if it is: it is kept only to be shown, never as
+/// tools the host may call. `tools/list` needs no grant but `tools/call` needs `tools`
+/// (§5.4, §8.4), so a list kept after the grant in force stopped holding `tools` (a
+/// narrower policy, a manifest withdrawal, an MCP-only fallback) or after the connection
+/// closed would offer calls the host refuses.
+fn tools_stale(listed: bool, phase: Phase, session: Option<&HostSession>) -> Option<String> {
+    if !listed {
+        return None;
+    }
+    if phase == Phase::Closed {
+        return Some("stale: the connection is closed (restart to list the tools again)".into());
+    }
+    match session {
+        Some(s) if s.grant().allows(Capability::Tools) => None,
+        Some(_) => Some(
+            "stale: the grant in force no longer holds `tools` (§5.4), so the host calls none \
+             of these; grant `tools` to list and call them again"
+                .into(),
+        ),
+        None => Some("stale: not connected".into()),
     }
 }
 
@@ -236,6 +259,7 @@ impl Engine {
             "policy": st.policy,
             "narrowings": st.narrowings,
             "tools": st.tools,
+            "toolsStale": tools_stale(st.tools.is_some(), st.phase, session.as_ref()),
             "channels": channels,
             "streams": st.streams,
             "events": recent(&st.events, 200),
@@ -258,9 +282,12 @@ impl Engine {
 
     /// Applies host policy `patterns` with a `featureSets/update` Request (§6.7): a narrowing
     /// at once, a widening only on an accepting receipt. Returns the change and its receipt.
+    /// A grant that holds `tools` again lists the tools anew: the list the Tools panel kept
+    /// while it was stale ([`tools_stale`]) may be out of date.
     pub async fn apply_grant(&self, patterns: Vec<String>) -> OpResult {
         parse_patterns(&patterns)?;
         let s = self.live()?;
+        let held_before = s.grant().allows(Capability::Tools);
         let change = s
             .set_policy(patterns.clone())
             .await
@@ -278,6 +305,9 @@ impl Engine {
             let mut st = self.state();
             st.patterns = patterns;
             st.policy = Some(v.clone());
+        }
+        if !held_before && change.grant.allows(Capability::Tools) {
+            self.relist_tools();
         }
         self.changed();
         Ok(v)

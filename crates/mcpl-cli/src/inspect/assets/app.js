@@ -273,6 +273,13 @@ function buildNarrow(sets) {
 let toolsKey = null;
 function tools(s) { return (s.tools && Array.isArray(s.tools.tools)) ? s.tools.tools.filter((t) => t && typeof t === 'object') : []; }
 function renderTools(s) {
+  // A list kept while the grant no longer holds `tools` (or the connection closed) is shown
+  // as stale, with no Call: the host would refuse every call.
+  const stale = s.toolsStale ? str(s.toolsStale) : '';
+  text($('tools-stale'), stale);
+  $('tools-stale').hidden = !stale;
+  $('tool-call').disabled = !!stale;
+  $('tool-call').title = stale;
   const list = tools(s);
   const key = JSON.stringify(list.map((t) => t.name));
   if (key === toolsKey) return;
@@ -581,7 +588,7 @@ function wire() {
   }));
   $('tool-select').addEventListener('change', buildToolForm);
   $('tool-raw-on').addEventListener('change', syncRaw);
-  $('tool-call').addEventListener('click', (ev) => act(ev.target, $('tool-status'), callTool));
+  $('tool-call').addEventListener('click', (ev) => act(ev.target, $('tool-status'), callTool).then(() => { if (S && S.toolsStale) ev.target.disabled = true; }));
   $('hook-run').addEventListener('click', (ev) => act(ev.target, $('hook-status'), async () => {
     const r = await api('/api/hook', { text: $('hook-text').value });
     if (!r.ok) fill($('hook-result'), errorBox(r.error)); else await loadState();
