@@ -1018,10 +1018,89 @@ fn initializing_server(
                 writeln!(writer, "{}", answer(json!({ "accepted": true }))).unwrap()
             }
             "mcpl/manifest" => writeln!(writer, "{}", answer(wide.clone())).unwrap(),
-            "tools/list" => writeln!(writer, "{}", answer(json!({ "tools": [] }))).unwrap(),
+            "tools/list" => {
+                writeln!(writer, "{}", answer(json!({ "tools": [] }))).unwrap();
+                // An answer to the id the host sends next, before it is sent.
+                if let (Some("next-id"), Some(n)) = (decoy, id.as_u64()) {
+                    let stray = json!({ "jsonrpc": "2.0", "id": n + 1,
+                        "result": { "tools": [{ "name": "stray", "inputSchema": {} }] } });
+                    writeln!(writer, "{stray}").unwrap();
+                }
+            }
             _ => writeln!(writer, "{}", answer(json!({}))).unwrap(),
         }
     }
+}
+
+/// A server writes an answer under the id the host will send next, before the host sends
+/// it (`"next-id"` of [`initializing_server`]). The peer taps a frame before its bytes reach
+/// the transport, so the log sees the answer ahead of any request under its id: it is
+/// marked a stray (and the library's `unknown_response` lands on it, not on the real answer
+/// that comes after the request); the request sent next gets the server's real answer,
+/// shown in the Tools panel, and that answer carries no mark.
+#[test]
+fn an_answer_to_the_id_sent_next_is_a_stray_never_the_next_answer() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let manifest = json!({ "version": "0.5", "featureSets": {} });
+    std::thread::spawn(move || {
+        initializing_server(listener, manifest.clone(), manifest, Some("next-id"))
+    });
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    let state = insp.ready(&mut events);
+    assert_eq!(state["tools"], json!({ "tools": [] }));
+    let received = |insp: &Inspect| {
+        insp.get("/api/log?dir=received&limit=500")["entries"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let rules = |e: &Value| -> Vec<String> {
+        e["marks"]
+            .as_array()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|m| m["rule"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let is_stray = |e: &Value| {
+        e["preview"]
+            .as_str()
+            .is_some_and(|p| p.contains("\"stray\""))
+    };
+    // The stray, marked both ways, whenever the library's diagnostic is handled.
+    let deadline = std::time::Instant::now() + inspect_support::WAIT;
+    let stray = loop {
+        let found = received(&insp)
+            .into_iter()
+            .find(|e| is_stray(e) && rules(e).len() == 2);
+        if let Some(e) = found {
+            break e;
+        }
+        events
+            .next(deadline)
+            .expect("the stray is logged and diagnosed");
+    };
+    assert_eq!(
+        rules(&stray),
+        ["stray_response", "unknown_response"],
+        "{stray}"
+    );
+    // The request under that id now: its real answer, not the stray.
+    let listed = insp.post("/api/tools/list", json!({}));
+    assert_eq!(listed["result"], json!({ "tools": [] }), "{listed}");
+    assert_eq!(insp.get("/api/state")["tools"], json!({ "tools": [] }));
+    let answers: Vec<Value> = received(&insp)
+        .into_iter()
+        .filter(|e| e["id"] == stray["id"] && !is_stray(e))
+        .collect();
+    let [answer] = answers.as_slice() else {
+        panic!("one real answer under {}: {answers:?}", stray["id"])
+    };
+    assert!(rules(answer).is_empty(), "{answer}");
 }
 
 /// A server answers `initialize` twice: a wide manifest (a `beforeInference` hook), then

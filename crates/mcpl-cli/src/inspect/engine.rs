@@ -162,9 +162,6 @@ pub struct State {
     pub ignored_init: Option<(u64, Value)>,
     /// The `initialize` request's id, as the log shows it and as the library reads it.
     init_id: Option<(String, RequestId)>,
-    /// An answer read before any `initialize` was seen sent, by id: the peer taps a frame
-    /// it writes inline only after the write, so a fast server's answer can be tapped first.
-    early_response: Option<(RequestId, InitAnswer)>,
     /// Whether the `initialize` request was answered (its first answer settles it, be it a
     /// result or an error).
     init_answered: bool,
@@ -369,7 +366,6 @@ impl Engine {
             server_init: None,
             ignored_init: None,
             init_id: None,
-            early_response: None,
             init_answered: false,
             patterns: settings.patterns.clone(),
             policy: None,
@@ -465,7 +461,6 @@ impl Engine {
             st.server_init = None;
             st.ignored_init = None;
             st.init_id = None;
-            st.early_response = None;
             st.init_answered = false;
             st.policy = None;
             st.tools = None;
@@ -659,12 +654,14 @@ impl Engine {
                 let st = self.state();
                 // Until answered, every one (the log's text of an id is not the peer's
                 // reading: `1.0` is the id `1`); then those under the id's text, to count.
+                // None before the request is tapped: the peer taps a frame before its
+                // bytes reach the transport, so an answer tapped first was written before
+                // the request was on the wire (a stray, marked so by the log).
                 st.generation == generation
-                    && (!st.init_answered
-                        || st
-                            .init_id
-                            .as_ref()
-                            .is_some_and(|(text, _)| Some(text) == id.as_ref()))
+                    && st
+                        .init_id
+                        .as_ref()
+                        .is_some_and(|(text, _)| !st.init_answered || Some(text) == id.as_ref())
             };
             if candidate {
                 let affordable = ev.text.len() <= MAX_KEPT_FRAME
@@ -689,11 +686,6 @@ impl Engine {
                 };
                 st.host_init = request.as_ref().and_then(|r| r.params.clone());
                 st.init_id = id.zip(request.map(|r| r.id));
-                if let Some((early, answer)) = st.early_response.take() {
-                    if st.init_id.as_ref().is_some_and(|(_, i)| *i == early) {
-                        st.init_answered_by(answer);
-                    }
-                }
             }
             (Dir::Sent, Some("notifications/initialized")) => st.phase = Phase::Initialized,
             (Dir::Sent, Some("featureSets/update")) => {
@@ -712,11 +704,6 @@ impl Engine {
                 (None, Some((text, _))) if unread && id.as_ref() == Some(text) => {
                     st.init_answered_by(Err(json!({ "unread": "past the parsed-cost bound" })));
                 }
-                (Some((aid, answer)), None) => match &st.early_response {
-                    None => st.early_response = Some((aid, answer)),
-                    Some((early, _)) if *early == aid => st.ignore_init(answer),
-                    Some(_) => changed = false,
-                },
                 _ => changed = false,
             },
             (Dir::Received, Some(_)) => st.channels_unsettled = true,
@@ -738,16 +725,24 @@ impl Engine {
         };
         let seq = {
             let mut log = self.log();
+            // Only this connection's frames, and only of the kind the diagnostic is about: a
+            // server's request and a response to the host share no id space.
+            let mark_latest = |log: &mut Log, pred: &dyn Fn(&super::log::Entry) -> bool| {
+                log.mark_latest(|e| e.generation == generation && pred(e), mark.clone());
+            };
             match &about {
-                About::Method(m) => {
-                    log.mark_latest(|e| e.method.as_deref() == Some(m.as_str()), mark.clone());
+                About::Method(m) => mark_latest(&mut log, &|e| {
+                    matches!(e.kind, Kind::Request | Kind::Notification)
+                        && e.method.as_deref() == Some(m.as_str())
+                }),
+                About::Id(id) => mark_latest(&mut log, &|e| e.id.as_deref() == Some(id.as_str())),
+                About::Request(id) => mark_latest(&mut log, &|e| {
+                    e.kind == Kind::Request && e.id.as_deref() == Some(id.as_str())
+                }),
+                About::Response { id, stray } => {
+                    log.mark_response(generation, id, *stray, mark.clone());
                 }
-                About::Id(id) => {
-                    log.mark_latest(|e| e.id.as_deref() == Some(id.as_str()), mark.clone());
-                }
-                About::Junk => {
-                    log.mark_latest(|e| e.kind == Kind::Junk, mark.clone());
-                }
+                About::Junk => mark_latest(&mut log, &|e| e.kind == Kind::Junk),
                 About::Nothing => {}
             }
             let text = format!("{} {}: {}", mark.section, mark.rule, mark.detail);

@@ -15,7 +15,7 @@
 //! Each frame the host refused or diagnosed carries marks (at most [`MAX_MARKS`]): the rule
 //! and its § (see [`super::rules`]).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::SystemTime;
 
 use mcpl::protocol::push::timestamp_millis;
@@ -40,6 +40,12 @@ pub const MAX_PAGE: usize = 500;
 pub const PREVIEW_CHARS: usize = 240;
 /// How far back (in entries) a diagnostic or an error answer looks for the frame it is about.
 const MARK_SEARCH: usize = 4096;
+/// Most requests of the host the log remembers as unanswered, to tell a response that
+/// answers one from a stray (past it the oldest is forgotten, and no response of that
+/// connection is called a stray any more: one may answer a forgotten request).
+pub const MAX_OUTSTANDING: usize = 4096;
+/// The rule a response that answers no request on the wire is marked with.
+pub const STRAY_RESPONSE: &str = "stray_response";
 
 /// Who an entry is from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -217,6 +223,37 @@ pub struct Log {
     next_seq: u64,
     text_bytes: usize,
     evicted: u64,
+    /// The requests the host sent on the newest connection and no response answered yet,
+    /// by id as the peer reads it ([`pair_key`]), with their seq.
+    outstanding: HashMap<String, u64>,
+    /// The connection `outstanding` is of.
+    outstanding_generation: u64,
+    /// Whether a request was forgotten past [`MAX_OUTSTANDING`] on that connection.
+    forgot: bool,
+}
+
+/// An id's text as the library's peer matches a response to a request: a number written
+/// with a fraction or an exponent that is a whole number (`2.0`, `2e0`) is that integer
+/// (JSON-RPC 2.0 §5; `peer::Diagnostic::IntegralId`); anything else as written, so the
+/// string `"2"` never answers the number `2`.
+fn pair_key(id: &str) -> String {
+    if id.contains(['.', 'e', 'E']) && !id.starts_with('"') {
+        if let Ok(f) = id.parse::<f64>() {
+            if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
+                #[allow(clippy::cast_possible_truncation)]
+                return (f as i64).to_string();
+            }
+        }
+    }
+    id.to_owned()
+}
+
+/// Whether `m` is a mark of a diagnostic about a response.
+fn response_diagnosed(m: &Mark) -> bool {
+    matches!(
+        m.rule.as_str(),
+        "unknown_response" | "late_response" | "integral_id" | "unexpected_response"
+    )
 }
 
 /// Cuts `text` to at most `limit` bytes on a character boundary.
@@ -290,7 +327,7 @@ impl Log {
                             err.code.unwrap_or(0),
                             err.message.as_deref().unwrap_or(""),
                         );
-                        self.mark_request(&id_text(id), mark);
+                        self.mark_request(generation, &id_text(id), mark);
                     }
                     FrameInfo {
                         kind: Some(kind),
@@ -304,8 +341,9 @@ impl Log {
                 },
             }
         };
+        let stray = self.pair(generation, dir, &info);
         let kept = cut(text, MAX_KEPT_FRAME);
-        self.push(Entry {
+        let seq = self.push(Entry {
             seq: 0,
             time: timestamp_millis(at),
             generation,
@@ -318,7 +356,49 @@ impl Log {
             truncated: kept.len() < text.len(),
             marks: Vec::new(),
         });
+        if stray {
+            if let Some(e) = self.entries.back_mut() {
+                e.mark(Mark {
+                    rule: STRAY_RESPONSE.into(),
+                    section: "JSON-RPC 2.0",
+                    detail: "answers no request of the host on the wire: written before the \
+                             request under its id, to an id never sent, or a second answer"
+                        .into(),
+                });
+            }
+        }
+        if dir == Dir::Sent && info.kind == Some(Kind::Request) {
+            if let Some(id) = &info.id {
+                self.outstanding.insert(pair_key(id), seq);
+                if self.outstanding.len() > MAX_OUTSTANDING {
+                    let oldest = self.outstanding.iter().min_by_key(|(_, s)| **s);
+                    if let Some(k) = oldest.map(|(k, _)| k.clone()) {
+                        self.outstanding.remove(&k);
+                    }
+                    self.forgot = true;
+                }
+            }
+        }
         info
+    }
+
+    /// Pairs a frame with the requests of the host on the wire, in tap order, which is wire
+    /// order (the peer taps a frame before its bytes reach the transport): whether it is a
+    /// received response that answers none in flight, a stray. A request of the host is
+    /// recorded once its entry is, past the frame that answers it. Not read: a batch (its
+    /// entries are not parsed here) and a response under id `null`.
+    fn pair(&mut self, generation: u64, dir: Dir, info: &FrameInfo) -> bool {
+        if generation != self.outstanding_generation {
+            self.outstanding.clear();
+            self.outstanding_generation = generation;
+            self.forgot = false;
+        }
+        match (dir, info.kind, &info.id) {
+            (Dir::Received, Some(Kind::Response | Kind::Error), Some(id)) => {
+                self.outstanding.remove(&pair_key(id)).is_none() && !self.forgot
+            }
+            _ => false,
+        }
     }
 
     /// Records a diagnostic or a note of the host side; returns its seq.
@@ -346,12 +426,55 @@ impl Log {
         })
     }
 
-    /// Marks the newest received request with JSON-RPC id `id` (compact JSON).
-    pub fn mark_request(&mut self, id: &str, mark: Mark) {
+    /// Marks the newest received request of connection `generation` with JSON-RPC id `id`
+    /// (compact JSON).
+    pub fn mark_request(&mut self, generation: u64, id: &str, mark: Mark) {
         self.mark_latest(
-            |e| e.dir == Dir::Received && e.kind == Kind::Request && e.id.as_deref() == Some(id),
+            |e| {
+                e.generation == generation
+                    && e.dir == Dir::Received
+                    && e.kind == Kind::Request
+                    && e.id.as_deref() == Some(id)
+            },
             mark,
         );
+    }
+
+    /// Marks the received response of connection `generation` under `id` (compact JSON, as
+    /// the peer reads it) that a diagnostic about a response is about. The diagnostic is
+    /// handled after later frames may be logged, in both directions, so not simply the
+    /// newest of its id: of the responses no response diagnostic marked yet, when `stray`
+    /// (the library says it answered nothing) the oldest the log saw answer nothing on the
+    /// wire, else the newest. The library handles frames in order, so an earlier stray
+    /// unmarked is the one it is about; a response the library took that the wire shows
+    /// as a stray (read while its request was in flight but not yet written) keeps both.
+    pub fn mark_response(&mut self, generation: u64, id: &str, stray: bool, mark: Mark) -> bool {
+        let key = pair_key(id);
+        let candidates = || {
+            self.entries.iter().rev().take(MARK_SEARCH).filter(|e| {
+                e.generation == generation
+                    && e.dir == Dir::Received
+                    && matches!(e.kind, Kind::Response | Kind::Error)
+                    && e.id.as_deref().map(pair_key).as_deref() == Some(key.as_str())
+                    && !e.marks.iter().any(response_diagnosed)
+            })
+        };
+        let strays = || candidates().filter(|e| e.marks.iter().any(|m| m.rule == STRAY_RESPONSE));
+        let seq = match (stray, strays().next_back(), candidates().next()) {
+            (true, Some(e), _) | (_, _, Some(e)) => e.seq,
+            _ => return false,
+        };
+        let Some(first) = self.entries.front().map(|e| e.seq) else {
+            return false;
+        };
+        let index = usize::try_from(seq - first).unwrap_or(usize::MAX);
+        match self.entries.get_mut(index) {
+            Some(e) => {
+                e.mark(mark);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Marks the newest received frame (within the last few thousand entries) that `pred`

@@ -22,8 +22,20 @@ pub struct Mark {
 pub enum About {
     /// The newest received frame with this method.
     Method(String),
-    /// The newest received frame with this JSON-RPC id (compact JSON).
+    /// The newest received frame with this JSON-RPC id (compact JSON), of any kind.
     Id(String),
+    /// A request the server sent under this id (compact JSON): never a response, whose id
+    /// is of the host's own id space.
+    Request(String),
+    /// A response under this id (compact JSON), the host's own id space: never a request
+    /// of the server's. `stray` when the library says it answered nothing: a frame the
+    /// log saw answer nothing on the wire is taken first ([`super::log::Log::mark_response`]).
+    Response {
+        /// The id.
+        id: String,
+        /// Whether the diagnostic says the response answered no request.
+        stray: bool,
+    },
     /// The newest received frame that is not a JSON-RPC message.
     Junk,
     /// No single frame (a connection-wide or host-side event).
@@ -236,7 +248,10 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
                 "§4",
                 format!("a response with id {id} answers no request of the host's"),
             ),
-            About::Id(id.clone()),
+            About::Response {
+                id: id.clone(),
+                stray: true,
+            },
         ),
         HostDiagnostic::EventDropped { event } => (
             m(
@@ -260,7 +275,7 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
                 "JSON-RPC 2.0",
                 format!("the host's answer to request {id} could not be sent ({reason}); answered -32603"),
             ),
-            About::Id(id.clone()),
+            About::Request(id.clone()),
         ),
         HostDiagnostic::AnswerTimedOut { method, id, after } => (
             m(
@@ -268,7 +283,7 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
                 "JSON-RPC 2.0",
                 format!("the host's application did not answer {method} {id} within {after:?}; answered -32603"),
             ),
-            About::Id(id.clone()),
+            About::Request(id.clone()),
         ),
         HostDiagnostic::LateAnswer { method, id } => (
             m(
@@ -276,7 +291,7 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
                 "JSON-RPC 2.0",
                 format!("the host's application answered {method} {id} after its deadline had answered it; the late answer was dropped"),
             ),
-            About::Id(id.clone()),
+            About::Request(id.clone()),
         ),
         HostDiagnostic::NoHandler { method, id } => (
             m(
@@ -284,7 +299,7 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
                 "§5.4",
                 format!("{method} {id} is granted but the host has no request_handler; answered -32601"),
             ),
-            About::Id(id.clone()),
+            About::Request(id.clone()),
         ),
         HostDiagnostic::NotServed {
             entries,
@@ -335,15 +350,20 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
         // A diagnostic of a kind added later (`peer::Diagnostic` is non-exhaustive).
         _ => "connection_diagnostic",
     };
+    let text = |id: &mcpl::jsonrpc::RequestId| id.to_value().to_string();
     let about = match d {
         Diagnostic::JunkLine { .. } | Diagnostic::ParseError { .. } => About::Junk,
         Diagnostic::InvalidMessage { id: Some(id), .. }
-        | Diagnostic::Busy { id, .. }
-        | Diagnostic::BusyBytes { id, .. }
-        | Diagnostic::TooCostly { id: Some(id), .. }
-        | Diagnostic::LateResponse { id }
-        | Diagnostic::IntegralId { id, .. }
-        | Diagnostic::UnknownResponse { id: Some(id), .. } => About::Id(id.to_value().to_string()),
+        | Diagnostic::TooCostly { id: Some(id), .. } => About::Id(text(id)),
+        Diagnostic::Busy { id, .. } | Diagnostic::BusyBytes { id, .. } => About::Request(text(id)),
+        Diagnostic::LateResponse { id } | Diagnostic::IntegralId { id, .. } => About::Response {
+            id: text(id),
+            stray: false,
+        },
+        Diagnostic::UnknownResponse { id: Some(id), .. } => About::Response {
+            id: text(id),
+            stray: true,
+        },
         Diagnostic::UnhandledNotification { method } => About::Method(method.clone()),
         _ => About::Nothing,
     };
