@@ -879,6 +879,93 @@ fn asking_then_ending_server(listener: TcpListener, answers: mpsc::Sender<Value>
     }
 }
 
+/// A server of the test's own that, once listed, asks the host's model (`inference/request`
+/// `"ask"`, §11) and, once it reads `go` on `cancel`, cancels it (MCP's
+/// `notifications/cancelled`); it answers `ping`s meanwhile.
+fn asking_then_cancelling_server(listener: TcpListener, cancel: mpsc::Receiver<()>) {
+    let (stream, _) = listener.accept().unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let manifest = json!({ "version": "0.5", "inferenceRequest": true,
+        "featureSets": { "assist": { "uses": ["inferenceRequest"] } } });
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let Some(id) = msg.get("id").filter(|_| msg.get("method").is_some()) else {
+            continue;
+        };
+        let method = msg["method"].as_str().unwrap_or("");
+        let result = match method {
+            "initialize" => json!({ "protocolVersion": "2025-06-18",
+                "capabilities": { "tools": {}, "experimental": { "mcpl": manifest } },
+                "serverInfo": { "name": "canceller", "version": "1" } }),
+            "featureSets/update" => json!({ "accepted": true }),
+            "tools/list" => json!({ "tools": [] }),
+            _ => json!({}),
+        };
+        writeln!(
+            writer,
+            "{}",
+            json!({ "jsonrpc": "2.0", "id": id, "result": result })
+        )
+        .unwrap();
+        if method == "tools/list" {
+            let ask = json!({ "jsonrpc": "2.0", "id": "ask", "method": "inference/request",
+                "params": { "featureSet": "assist",
+                            "messages": [{ "role": "user", "content": "never mind" }] } });
+            writeln!(writer, "{ask}").unwrap();
+            if cancel.recv_timeout(WAIT).is_ok() {
+                let c = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": { "requestId": "ask", "reason": "changed my mind" } });
+                writeln!(writer, "{c}").unwrap();
+            }
+        }
+    }
+}
+
+/// The server cancels a request of its that waits for the user's answer: the library
+/// stops the handler (the request is no longer the host's to answer), but the inspector
+/// kept showing it waiting, answerable, for up to `PENDING_TIMEOUT` (600 s), one of the 64
+/// `MAX_PENDING` slots taken; 64 such requests and every later one was refused `-32603`.
+/// The same for a request the library answered itself (its `answer_timeout`) or whose
+/// connection closed. Now a request whose handler is stopped leaves the waiting list, with
+/// a note in the log.
+#[test]
+fn a_request_the_server_cancels_is_no_longer_shown_waiting() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (go, cancel) = mpsc::channel();
+    thread::spawn(move || asking_then_cancelling_server(listener, cancel));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    let waiting = events.until("a waiting request", |v| v["type"] == "request");
+    assert_eq!(waiting["method"], "inference/request");
+    go.send(()).unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let s = insp.get("/api/state");
+        if s["pending"].as_array().is_some_and(Vec::is_empty) {
+            break;
+        }
+        events
+            .next(deadline)
+            .unwrap_or_else(|| panic!("the cancelled request is still shown waiting: {s}"));
+    }
+    let answered = insp.post(
+        "/api/answer",
+        json!({ "id": waiting["id"], "text": "too late" }),
+    );
+    assert_eq!(answered["ok"], false, "{answered}");
+    let notes = insp.get("/api/log?dir=host&limit=500");
+    assert!(notes.to_string().contains("no longer waits"), "{notes}");
+}
+
 /// A server that ends its output while a request it sent waits for the user's answer:
 /// the connection shows `server ended` (not `ready`) with the request still waiting, the
 /// end is on the event stream and in the log, and the answer still reaches the server.

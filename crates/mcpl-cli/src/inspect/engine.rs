@@ -507,6 +507,9 @@ impl Engine {
             hook_timeout: s.timeout,
             manifest_timeout: s.timeout,
             request_handler: Some(self.request_handler(generation)),
+            // A request waits for the user as long as PENDING_TIMEOUT says, not the
+            // library's 120 s (which answered it -32603 while it was shown waiting).
+            answer_timeout: Some(PENDING_TIMEOUT),
             peer: PeerConfig {
                 request_timeout: Some(s.timeout),
                 tap: Some(self.tap(generation)),
@@ -831,6 +834,14 @@ impl Engine {
             );
             id
         };
+        // Dropped with this future: the library stops a handler whose request is no longer
+        // the host's to answer (the server cancelled it, the session's own deadline
+        // answered it, the connection closed), and the request leaves the waiting list.
+        let _parked = Parked {
+            engine: Arc::downgrade(&self.inner),
+            id,
+            method: method.clone(),
+        };
         let _ = self
             .inner
             .ui
@@ -870,6 +881,36 @@ impl Engine {
         } else {
             Err(format!("request {id} is no longer waiting"))
         }
+    }
+}
+
+/// A waiting request's place in [`State::pending`], held by its handler: when the library
+/// stops the handler before an answer (a server's `notifications/cancelled`, the session's
+/// `answer_timeout`, the connection's end), the request was shown waiting and answerable
+/// for up to [`PENDING_TIMEOUT`], a [`MAX_PENDING`] slot taken; now it leaves the list, noted
+/// in the log. Answered or timed out, it is already gone and nothing is noted.
+struct Parked {
+    engine: Weak<Inner>,
+    id: u64,
+    method: String,
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        let Some(inner) = self.engine.upgrade() else {
+            return;
+        };
+        let e = Engine { inner };
+        let Some(p) = e.state().pending.remove(&self.id) else {
+            return;
+        };
+        e.note(format!(
+            "connection {}: request {} ({}) no longer waits: the host stopped its handler \
+             (cancelled by the server, answered by the session's deadline, or its connection \
+             ended)",
+            p.generation, self.id, self.method
+        ));
+        e.changed();
     }
 }
 
