@@ -829,6 +829,68 @@ fn open_hands_the_tokened_url_to_the_browser() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `model/info` waits for the user (the reference's `model` tool asks it, §12.1) when the
+/// user takes `modelInfo` out of the grant. The library then sends `-32002` whatever is
+/// typed (§5.4: a message needing a denied capability is not delivered), but the page kept
+/// offering the request as answerable and listed the typed answer as the one given. Now
+/// the waiting request says it will be refused, and the answered list shows the refusal
+/// the wire carried (the typed text beside it).
+#[test]
+fn an_answer_after_its_capability_was_revoked_is_shown_as_the_hosts_refusal() {
+    let insp = Inspect::start(&[]);
+    let mut events = insp.events();
+    let state = insp.ready(&mut events);
+    let (tx, rx) = mpsc::channel();
+    thread::scope(|scope| {
+        scope.spawn(|| {
+            let r = insp.post(
+                "/api/tools/call",
+                json!({ "name": "model", "arguments": {} }),
+            );
+            tx.send(r).unwrap();
+        });
+        let waiting = events.until("a waiting request", |v| v["type"] == "request");
+        assert_eq!(waiting["method"], "model/info");
+        let without: Vec<Value> = state["grant"]["vocabulary"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| *p != "modelInfo")
+            .cloned()
+            .collect();
+        let applied = insp.post("/api/grant", json!({ "patterns": without }));
+        assert_eq!(applied["ok"], true, "{applied}");
+        let pending = insp.get("/api/state")["pending"].clone();
+        let revoked = pending[0]["revoked"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            revoked.contains("modelInfo") && revoked.contains("-32002"),
+            "{pending}"
+        );
+        let answered = insp.post(
+            "/api/answer",
+            json!({ "id": waiting["id"], "text": "typed-model" }),
+        );
+        let record = &answered["result"];
+        assert_eq!(record["answer"]["error"]["code"], -32002, "{answered}");
+        assert_eq!(record["by"], "host", "{answered}");
+        assert_eq!(record["typed"]["result"]["id"], "typed-model", "{answered}");
+        rx.recv_timeout(WAIT).expect("the model tool returns");
+    });
+    // What the wire carried.
+    let sent = insp.get("/api/log?dir=sent&limit=500");
+    assert!(
+        sent["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "error" && e["preview"].as_str().unwrap_or("").contains("-32002")),
+        "{sent}"
+    );
+}
+
 /// A server of the test's own that, once listed, asks the host's model (`inference/request`,
 /// §11) and ends its output (a TCP half-close) while still reading: the answer it reads is
 /// sent on `answers`.

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime};
 
+use mcpl::capability::Requirement;
 use mcpl::host::{HostConfig, HostDiagnostic, HostSession, RequestHandler};
 use mcpl::jsonrpc::{ErrorObject, InvalidMessage, Message, ParseError, RequestId, Response};
 use mcpl::peer::{FrameDirection, PeerConfig, Tap, TapEvent};
@@ -138,6 +139,8 @@ pub struct Pending {
     pub since: String,
     /// Which connection it came on.
     pub generation: u64,
+    /// What it requires of the grant (§5.4), read from its whole params when it came.
+    pub requirement: Option<Requirement>,
     /// Where the answer goes.
     pub answer: oneshot::Sender<Result<Value, ErrorObject>>,
 }
@@ -246,6 +249,22 @@ fn init_answer(text: &str) -> Option<(RequestId, InitAnswer)> {
             reason,
         })) => Some((id, Err(json!({ "invalidResponse": reason })))),
         _ => None,
+    }
+}
+
+impl Pending {
+    /// Why any answer to it goes out as the host's `-32002`, if it does: the grant in force
+    /// no longer holds what it requires (revoked while it waited). The library judges it
+    /// where the answer is sent (§5.4: a message needing a denied capability is not
+    /// delivered), so a grant changing at that very moment may still differ.
+    pub fn revoked(&self, session: Option<&HostSession>) -> Option<String> {
+        let (req, s) = (self.requirement?, session?);
+        let grant = s.grant();
+        let missing = grant.check(req).err()?.capability;
+        Some(format!(
+            "the grant in force no longer holds {missing}: the host answers -32002 (§5.4) \
+             whatever is given here"
+        ))
     }
 }
 
@@ -801,6 +820,7 @@ impl Engine {
         }
         // Kept as events are, within MAX_EVENT_BYTES (cut before the lock): the params and
         // the suggested answer of up to MAX_PENDING requests of 16 MiB each were held whole.
+        let requirement = mcpl::protocol::method_requirement(&method, Some(&params));
         let mut suggested = echo_text(&params);
         if suggested.len() > MAX_SUGGESTED {
             let mut end = MAX_SUGGESTED;
@@ -829,6 +849,7 @@ impl Engine {
                     suggested,
                     since,
                     generation,
+                    requirement,
                     answer: tx,
                 },
             );
@@ -872,7 +893,13 @@ impl Engine {
         };
         let mut record = json!({ "id": id, "method": p.method, "params": p.params, "since": p.since,
                              "answer": shown, "by": "user", "generation": p.generation });
-        bound_bytes(&mut record, &["params", "answer"]);
+        // What the wire carries, not what was typed: the host's refusal in its place.
+        if let Some(why) = p.revoked(self.session().as_ref()) {
+            record["typed"] = record["answer"].take();
+            record["answer"] = json!({ "error": { "code": -32002, "message": why } });
+            record["by"] = json!("host");
+        }
+        bound_bytes(&mut record, &["params", "answer", "typed"]);
         let delivered = p.answer.send(answer).is_ok();
         push_bounded(&mut self.state().answered, record.clone(), MAX_HISTORY);
         self.changed();

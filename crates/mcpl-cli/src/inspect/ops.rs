@@ -230,7 +230,8 @@ impl Engine {
             .map(|(id, p)| {
                 json!({ "id": id, "method": p.method, "params": p.params, "since": p.since,
                         "generation": p.generation,
-                        "suggested": p.suggested })
+                        "suggested": p.suggested,
+                        "revoked": p.revoked(session.as_ref()) })
             })
             .collect();
         let recent = |l: &std::collections::VecDeque<Value>, n: usize| -> Vec<Value> {

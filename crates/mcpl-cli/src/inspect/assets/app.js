@@ -384,7 +384,7 @@ function renderRequests(s) {
     $('auto-mode').value = typeof auto === 'string' ? auto : 'text';
     if (auto && auto.text !== undefined) $('auto-text').value = auto.text;
   }
-  const key = JSON.stringify(s.pending.map((p) => p.id));
+  const key = JSON.stringify(s.pending.map((p) => [p.id, p.revoked || null]));
   if (key !== pendingKey) {
     pendingKey = key;
     const box = clear($('pending'));
@@ -394,6 +394,7 @@ function renderRequests(s) {
       const area = el('textarea', { rows: 2, 'data-answer': p.id }, isModel ? 'mcpl-inspect' : p.suggested);
       box.append(el('div', { class: 'box' },
         el('div', {}, el('strong', { text: fmt`#${p.id} ${p.method}` }), el('span', { class: 'muted', text: fmt` since ${p.since}` })),
+        p.revoked ? el('div', { class: 'bad', text: str(p.revoked) }) : null,
         el('details', {}, el('summary', { text: 'params' }), el('pre', { class: 'json', text: pretty(p.params) })),
         el('label', { class: 'muted', text: isModel ? 'model id' : 'answer text' }), area,
         el('div', { class: 'row' },
