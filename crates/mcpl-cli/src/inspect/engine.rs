@@ -749,22 +749,39 @@ impl Engine {
             let mut log = self.log();
             // Only this connection's frames, and only of the kind the diagnostic is about: a
             // server's request and a response to the host share no id space.
+            // Of those, the newest the same rule has not marked yet: two diagnostics of one
+            // rule handled after both their frames were logged mark both.
             let mark_latest = |log: &mut Log, pred: &dyn Fn(&super::log::Entry) -> bool| {
-                log.mark_latest(|e| e.generation == generation && pred(e), mark.clone());
+                log.mark_fresh(|e| e.generation == generation && pred(e), mark.clone())
+            };
+            let of_method = |e: &super::log::Entry, m: &str| {
+                matches!(e.kind, Kind::Request | Kind::Notification)
+                    && e.method.as_deref() == Some(m)
             };
             match &about {
-                About::Method(m) => mark_latest(&mut log, &|e| {
-                    matches!(e.kind, Kind::Request | Kind::Notification)
-                        && e.method.as_deref() == Some(m.as_str())
-                }),
-                About::Id(id) => mark_latest(&mut log, &|e| e.id.as_deref() == Some(id.as_str())),
-                About::Request(id) => mark_latest(&mut log, &|e| {
-                    e.kind == Kind::Request && e.id.as_deref() == Some(id.as_str())
-                }),
+                About::Method(m) => {
+                    mark_latest(&mut log, &|e| of_method(e, m));
+                }
+                About::MethodNaming { method: m, value } => {
+                    let named = Value::String(value.clone()).to_string();
+                    if !mark_latest(&mut log, &|e| of_method(e, m) && e.text.contains(&named)) {
+                        mark_latest(&mut log, &|e| of_method(e, m));
+                    }
+                }
+                About::Id(id) => {
+                    mark_latest(&mut log, &|e| e.id.as_deref() == Some(id.as_str()));
+                }
+                About::Request(id) => {
+                    mark_latest(&mut log, &|e| {
+                        e.kind == Kind::Request && e.id.as_deref() == Some(id.as_str())
+                    });
+                }
                 About::Response { id, stray } => {
                     log.mark_response(generation, id, *stray, mark.clone());
                 }
-                About::Junk => mark_latest(&mut log, &|e| e.kind == Kind::Junk),
+                About::Junk => {
+                    mark_latest(&mut log, &|e| e.kind == Kind::Junk);
+                }
                 About::Nothing => {}
             }
             let text = format!("{} {}: {}", mark.section, mark.rule, mark.detail);

@@ -464,17 +464,7 @@ impl Log {
             (true, Some(e), _) | (_, _, Some(e)) => e.seq,
             _ => return false,
         };
-        let Some(first) = self.entries.front().map(|e| e.seq) else {
-            return false;
-        };
-        let index = usize::try_from(seq - first).unwrap_or(usize::MAX);
-        match self.entries.get_mut(index) {
-            Some(e) => {
-                e.mark(mark);
-                true
-            }
-            None => false,
-        }
+        self.mark_seq(seq, mark)
     }
 
     /// Marks the newest received frame (within the last few thousand entries) that `pred`
@@ -487,6 +477,46 @@ impl Log {
             .take(MARK_SEARCH)
             .find(|e| e.dir == Dir::Received && pred(e))
         {
+            Some(e) => {
+                e.mark(mark);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Marks the newest received frame `pred` picks that carries no mark of `mark`'s rule
+    /// yet, else the newest it picks (within the last few thousand entries); returns
+    /// whether one was found.
+    pub fn mark_fresh(&mut self, pred: impl Fn(&Entry) -> bool, mark: Mark) -> bool {
+        let mut newest = None;
+        let mut fresh = None;
+        let picked = self
+            .entries
+            .iter()
+            .rev()
+            .take(MARK_SEARCH)
+            .filter(|e| e.dir == Dir::Received && pred(e));
+        for e in picked {
+            newest.get_or_insert(e.seq);
+            if !e.marks.iter().any(|m| m.rule == mark.rule) {
+                fresh = Some(e.seq);
+                break;
+            }
+        }
+        match fresh.or(newest) {
+            Some(seq) => self.mark_seq(seq, mark),
+            None => false,
+        }
+    }
+
+    /// Marks the kept entry `seq`; returns whether it is kept.
+    fn mark_seq(&mut self, seq: u64, mark: Mark) -> bool {
+        let Some(first) = self.entries.front().map(|e| e.seq) else {
+            return false;
+        };
+        let index = usize::try_from(seq.saturating_sub(first)).unwrap_or(usize::MAX);
+        match self.entries.get_mut(index) {
             Some(e) => {
                 e.mark(mark);
                 true

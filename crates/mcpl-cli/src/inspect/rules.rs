@@ -22,6 +22,15 @@ pub struct Mark {
 pub enum About {
     /// The newest received frame with this method.
     Method(String),
+    /// The newest received frame with this method whose text holds `value` as a JSON
+    /// string (a repeated `eventId`, a rejected channel's id); failing that, as
+    /// [`About::Method`].
+    MethodNaming {
+        /// The method.
+        method: String,
+        /// What the frame names.
+        value: String,
+    },
     /// The newest received frame with this JSON-RPC id (compact JSON), of any kind.
     Id(String),
     /// A request the server sent under this id (compact JSON): never a response, whose id
@@ -132,7 +141,10 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
                 "§9.4",
                 format!("eventId {event_id:?} repeated; not redelivered"),
             ),
-            method("push/event"),
+            About::MethodNaming {
+                method: "push/event".into(),
+                value: event_id.clone(),
+            },
         ),
         HostDiagnostic::DeclarationMismatch {
             method: me,
@@ -175,7 +187,10 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
                     }
                 ),
             ),
-            method(me),
+            About::MethodNaming {
+                method: me.clone(),
+                value: id.clone(),
+            },
         ),
         HostDiagnostic::ManifestFinding {
             code,

@@ -285,3 +285,38 @@ async fn a_manifest_change_is_shown_with_its_own_manifest_only() {
     assert_eq!(current["superseded"], false, "{current}");
     session.close();
 }
+
+/// Diagnostics about a server's message name its method, and some what identifies it (a
+/// repeated `eventId`, §9.4; a rejected channel's id, §14.5). Handled after later frames of
+/// the same method were logged, each marked the newest of the method: a later push with
+/// another `eventId`, and two diagnostics of one rule the same frame (the other unmarked).
+#[test]
+fn a_diagnostic_of_a_method_marks_the_frame_it_identifies() {
+    let engine = engine();
+    let push = |id: &str| {
+        format!(r#"{{"jsonrpc":"2.0","method":"push/event","params":{{"eventId":"{id}"}}}}"#)
+    };
+    for id in ["e1", "e1", "e2"] {
+        tap(&engine, 0, FrameDirection::Inbound, &push(id));
+    }
+    engine.on_diagnostic(
+        0,
+        &HostDiagnostic::DuplicateEvent {
+            event_id: "e1".into(),
+        },
+    );
+    assert_eq!(marks(&engine, 2), ["duplicate_event"]);
+    assert!(marks(&engine, 3).is_empty(), "{:?}", marks(&engine, 3));
+    // Two refused frames of one method, both diagnosed after both were logged.
+    let denied = HostDiagnostic::CapabilityDenied {
+        method: "push/event".into(),
+        capability: mcpl::capability::Capability::PushEvents,
+    };
+    tap(&engine, 0, FrameDirection::Inbound, &push("e4"));
+    tap(&engine, 0, FrameDirection::Inbound, &push("e5"));
+    engine.on_diagnostic(0, &denied);
+    engine.on_diagnostic(0, &denied);
+    // 4 is the first diagnostic's own entry.
+    assert_eq!(marks(&engine, 5), ["capability_denied"]);
+    assert_eq!(marks(&engine, 6), ["capability_denied"]);
+}
