@@ -10,6 +10,7 @@
 
 mod events;
 mod exit;
+mod open;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -22,7 +23,7 @@ use mcpl::peer::{FrameDirection, PeerConfig, Tap, TapEvent};
 use mcpl::protocol::push::timestamp_millis;
 use mcpl::tags::TreatmentRules;
 use mcpl::transport::child::ChildControl;
-use mcpl::transport::{endpoint, Transport};
+use open::open;
 use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, oneshot, watch};
@@ -955,42 +956,6 @@ impl Drop for Parked {
             p.generation, self.id, self.method
         ));
         e.changed();
-    }
-}
-
-/// Opens the target: spawns a command (its control kept, to kill it on restart) or dials an
-/// address, bounded by `timeout`.
-async fn open(
-    target: &Target,
-    tls: Option<Arc<rustls::ClientConfig>>,
-    timeout: Duration,
-) -> Result<(Transport, Option<ChildControl>), String> {
-    match target {
-        Target::Command(argv) => {
-            let (prog, args) = argv
-                .split_first()
-                .ok_or_else(|| "empty command".to_owned())?;
-            let mut command = tokio::process::Command::new(prog);
-            command.args(args);
-            // The error names the program ("cannot start …"); its stderr shown printable.
-            crate::server_stderr::spawn(&mut command)
-                .map(|(t, c)| (t, Some(c)))
-                .map_err(|e| e.to_string())
-        }
-        Target::Tcp(addr) => dial(&format!("tcp://{addr}"), None, timeout).await,
-        Target::Ws(url) => dial(url, tls, timeout).await,
-    }
-}
-
-async fn dial(
-    address: &str,
-    tls: Option<Arc<rustls::ClientConfig>>,
-    timeout: Duration,
-) -> Result<(Transport, Option<ChildControl>), String> {
-    match tokio::time::timeout(timeout, endpoint::connect(address, tls)).await {
-        Ok(Ok(t)) => Ok((t, None)),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("connecting to {address} timed out")),
     }
 }
 
