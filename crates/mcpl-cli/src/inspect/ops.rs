@@ -78,13 +78,19 @@ fn injection_category(reason: &InjectionDenied) -> &'static str {
 /// tools the host may call. `tools/list` needs no grant but `tools/call` needs `tools`
 /// (§5.4, §8.4), so a list kept after the grant in force stopped holding `tools` (a
 /// narrower policy, a manifest withdrawal, an MCP-only fallback) or after the connection
-/// closed would offer calls the host refuses.
+/// closed (or the server ended its output) would offer calls the host refuses.
 fn tools_stale(listed: bool, phase: Phase, session: Option<&HostSession>) -> Option<String> {
     if !listed {
         return None;
     }
-    if phase == Phase::Closed {
-        return Some("stale: the connection is closed (restart to list the tools again)".into());
+    match phase {
+        Phase::Closed => {
+            return Some("stale: the connection is closed (restart to list the tools again)".into())
+        }
+        Phase::Ended => {
+            return Some("stale: the server ended its output, so no call can be answered".into())
+        }
+        _ => {}
     }
     match session {
         Some(s) if s.grant().allows(Capability::Tools) => None,
@@ -626,5 +632,33 @@ impl Engine {
             "stderr": stderr,
             "time": timestamp_millis(SystemTime::now()),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A list kept once the server ended its output (EOF) offered calls no answer can come
+    /// to, under a grant that holds `tools`; an unlisted panel has nothing to mark.
+    #[tokio::test]
+    async fn a_tools_list_is_stale_once_the_server_ended_or_the_connection_closed() {
+        let (host_side, server_side) = mcpl::transport::memory::pair();
+        tokio::spawn(mcpl::reference::serve(server_side));
+        let config = host::HostConfig {
+            policy: vec!["tools".into()],
+            ..host::HostConfig::default()
+        };
+        let (session, _streams) = HostSession::connect(host_side, config)
+            .await
+            .expect("connects");
+        assert!(session.grant().allows(Capability::Tools));
+        assert_eq!(tools_stale(true, Phase::Ready, Some(&session)), None);
+        for phase in [Phase::Ended, Phase::Closed] {
+            let why = tools_stale(true, phase, Some(&session)).unwrap_or_default();
+            assert!(why.starts_with("stale:"), "{phase:?}: {why}");
+        }
+        assert_eq!(tools_stale(false, Phase::Ended, Some(&session)), None);
+        session.close();
     }
 }
