@@ -212,6 +212,23 @@ async fn drive(c: &fantoccini::Client, insp: &Inspect) {
     assert!(receipt_text.contains("accepted"), "{receipt_text}");
     assert!(receipt_text.contains("narrowed:"), "{receipt_text}");
     assert!(receipt_text.contains("channels.register"), "{receipt_text}");
+    // The channel the host still holds in its table is offered no action the grant no
+    // longer holds (§5.4): Publish, Stream, Close and channels/open are disabled, saying why.
+    let publish = wait(c)
+        .for_element(xpath(
+            "//tbody[@id='channels']//button[normalize-space(.)='Publish'][@disabled]",
+        ))
+        .await
+        .expect("Publish disabled without channels.publish");
+    let why = publish.attr("title").await.unwrap().unwrap_or_default();
+    assert!(why.contains("channels.publish"), "{why}");
+    for name in ["Stream", "Close"] {
+        let path = format!("//tbody[@id='channels']//button[normalize-space(.)='{name}']");
+        let b = c.find(Locator::XPath(&path)).await.unwrap();
+        assert!(!b.is_enabled().await.unwrap(), "{name} offered");
+    }
+    let open = c.find(Locator::Id("open-send")).await.unwrap();
+    assert!(!open.is_enabled().await.unwrap(), "channels/open offered");
 
     // A tool called from the form generated from its input schema.
     call_from_form(c, "schedule_event", "hello from the browser").await;

@@ -438,13 +438,20 @@ function renderEvents(s) {
       el('span', { text: fmt` · ${e.time} · connection ${e.generation}` }));
     return el('li', { class: 'event ' + e.kind, 'data-seq': e.seq }, head, body, meta);
   }));
-  if (changed('channels', s.channels)) renderChannels(s);
+  if (changed('channels', [s.channels, s.grant && s.grant.inForce])) renderChannels(s);
   if (changed('streams', s.streams)) fill($('streams'), (s.streams || []).slice().reverse().map((st) => el('li', {},
     el('span', { class: 'mono', text: fmt`${st.inferenceId} → ${st.channelId}` }),
     el('span', { class: st.outcome ? 'bad' : 'muted', text: st.outcome ? fmt` ${st.outcome}` : fmt` ${st.chunks} chunks, completed` }))));
 }
 function renderChannels(s) {
   const tbody = clear($('channels'));
+  // A channel stays in the host's table when its capabilities leave the grant; no action the
+  // grant no longer holds is offered on it (§5.4), each disabled saying why.
+  const inForce = (s.grant && Array.isArray(s.grant.inForce)) ? s.grant.inForce : [];
+  const lacking = (path) => inForce.includes(path) ? null : fmt`the grant in force does not hold ${path} (§5.4)`;
+  const gated = (path, attrs) => Object.assign(attrs, { disabled: !!lacking(path), title: lacking(path) || undefined });
+  $('open-send').disabled = !!lacking('channels.lifecycle');
+  $('open-send').title = lacking('channels.lifecycle') || '';
   for (const c of s.channels) {
     const d = c.descriptor || {};
     const input = el('input', { type: 'text', placeholder: 'text', 'aria-label': 'text for ' + str(c.id) });
@@ -458,9 +465,9 @@ function renderChannels(s) {
       el('td', {}, el('div', { text: fmt`${d.type || ''} ${d.label ? '· ' + str(d.label) : ''} ${d.direction ? '· ' + str(d.direction) : ''}` }),
         el('details', {}, el('summary', { text: 'descriptor' }), el('pre', { class: 'json', text: pretty(c.descriptor) }))),
       el('td', {}, input, el('div', { class: 'row' },
-        el('button', { type: 'button', text: 'Publish', onclick: send('/api/channels/publish') }),
-        el('button', { type: 'button', text: 'Stream', onclick: send('/api/channels/stream') }),
-        el('button', { type: 'button', text: 'Close', onclick: async () => { const r = await api('/api/channels/close', { channelId: c.id }); fill(out, r.ok ? el('pre', { class: 'json', text: pretty(r.result) }) : errorBox(r.error)); scheduleState(); } })))));
+        el('button', gated('channels.publish', { type: 'button', text: 'Publish', onclick: send('/api/channels/publish') })),
+        el('button', gated('channels.streaming', { type: 'button', text: 'Stream', onclick: send('/api/channels/stream') })),
+        el('button', gated('channels.lifecycle', { type: 'button', text: 'Close', onclick: async () => { const r = await api('/api/channels/close', { channelId: c.id }); fill(out, r.ok ? el('pre', { class: 'json', text: pretty(r.result) }) : errorBox(r.error)); scheduleState(); } }))))));
   }
   if (!s.channels.length) tbody.append(el('tr', {}, el('td', { colspan: 3, class: 'muted', text: 'No channel registered.' })));
 }
