@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::check::report::Status;
 
 /// Most bytes of one report detail; longer ones are cut at a character boundary and end
-/// in `…`. With the catalogue's 51 checks the whole report stays under 51 × 6 × 512 B
+/// in `…`. With the catalogue's 57 checks the whole report stays under 57 × 6 × 512 B
 /// (150 KiB, JSON escaping included) whatever the host sends.
 pub(super) const DETAIL_LIMIT: usize = 512;
 

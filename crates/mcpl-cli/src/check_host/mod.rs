@@ -6,12 +6,12 @@
 //!
 //! The run, in order ([`session::Run`]): the host's `initialize` ([`exchange`]), its initial
 //! policy (awaited one step; without one, or after a malformed one the server refused, the
-//! probes go on as for a host that granted nothing, §5.3, §5.4), the probes ([`probes`]),
-//! then `--watch` of listening.
+//! probes go on as for a host that granted nothing, §5.3, §5.4), the probes ([`probes`],
+//! the manifest changes of §17 among them, [`manifest_change`]), then `--watch` of listening.
 //!
 //! Bounds (issue #20), whatever the host sends:
-//! - **wall time**: the run ends within [`Bounds::wall`] = 20 × `--timeout` +
-//!   `--inference-timeout` + `--watch` (131 s with the defaults), then writes its report;
+//! - **wall time**: the run ends within [`Bounds::wall`] = 23 × `--timeout` +
+//!   `--inference-timeout` + `--watch` (146 s with the defaults), then writes its report;
 //! - **memory**: one message from the host is at most [`MAX_MESSAGE`] bytes (a larger one
 //!   is discarded unread) and [`MAX_PARSED_COST`] once parsed (a costlier one is refused
 //!   unbuilt), at most [`INCOMING_QUEUE`] of them wait to be handled, and the checker holds
@@ -32,6 +32,7 @@ mod gated;
 mod judge;
 mod junk;
 mod lifecycle;
+mod manifest_change;
 mod probes;
 mod refusal_data;
 mod reply;
@@ -108,6 +109,12 @@ catalogue! {
     "host.advertisement-shape", "§5.2", "experimental.mcpl mirrors the server's capability shape (§5.1): a member outside the vocabulary or one that advertises nothing warns (`channels: true` is §5.1's shorthand for every leaf)";
     "host.changed-itemized", "§14.5", "a channels/changed Request adding channels is refused unless channels.register is granted (§14.1: an error, or one result per descriptor accepting none), and answered with one result per descriptor in added when it is (refusing it whole then warns: safe, but no itemized answer)";
     "host.channels-list-complete", "§14.3", "once the host accepted a channel of the checker's in channels/register, its answer to channels/list names it (a list leaving it out, as a stub answering [] does, warns; a result without a channels array fails)";
+    "host.manifest-fetched-before-acting", "§17.3", "no policy change (a featureSets/update Request or Notification changing the grant or a set's status) comes between the checker's mcpl/manifestChanged and the host's mcpl/manifest (a host MAY ignore the announcement: skipped when it never fetches; judged on policy messages, all a server sees)";
+    "host.manifest-unparseable-keeps-previous", "§17.5", "after one mcpl/manifest answer that is no manifest object, the previous manifest stands: no narrowing policy message, the connection kept, channels/list (granted before) still answered with a result";
+    "host.manifest-removals-revoked", "§17.5", "once the host has read a fetched manifest removing channels.incoming and a feature set, a channels/incoming for its registered channel and a push under the removed set are refused with an error (§6.7: revoked at once, host-first)";
+    "host.manifest-partial-removals-applied", "§17.5", "a fetched manifest that parses but declares sets invalidly still has its removals applied: a push under the feature set it removed is refused with an error";
+    "host.manifest-additions-not-granted", "§17.5", "a capability the host revoked and a fetched manifest advertises again is not used until a policy Request granting it is answered: channels/incoming for the registered channel is refused meanwhile (§6.7: tell → receipt → activate)";
+    "host.manifest-one-update-per-change", "§17.5", "at most one policy message follows one manifest change, not one per item (the receipt itself is host-internal, §17.6: only its wire consequence is judged; a warning)";
 }
 
 /// Arguments of `mcpl check-host`.
@@ -130,7 +137,7 @@ pub struct CheckHostArgs {
     #[arg(long, value_name = "ADDR")]
     pub ws: Option<String>,
     /// Bound on every phase, in seconds: the connection, the host's initialize, its policy,
-    /// each probe's answer. The whole run ends within 20 × this + --inference-timeout +
+    /// each probe's answer. The whole run ends within 23 × this + --inference-timeout +
     /// --watch.
     #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = wait_arg)]
     pub timeout: f64,
@@ -190,7 +197,7 @@ struct Bounds {
 
 impl Bounds {
     /// [`Bounds::wall`] as the report names it.
-    const FORMULA: &'static str = "20 × --timeout + --inference-timeout + --watch";
+    const FORMULA: &'static str = "23 × --timeout + --inference-timeout + --watch";
 
     /// The run's bound once the host is connected. Every phase ends at a deadline, never at
     /// a quiet moment:
@@ -203,21 +210,22 @@ impl Bounds {
     /// | the ping before the receipt | within the policy's step, at most half a step (and 1 s) after the early requests |
     /// | fourteen probes | 1 step each; a paired ping starts with its request, with its own step; the `channels/list` after a registration beside the probe repeating a channel id |
     /// | the inference probe | `--inference-timeout` when granted, else 1 step |
+    /// | the manifest-change probes | [`manifest_change::PHASE_STEPS`] (3) steps in all |
     /// | later policy receipts, each behind a ping round trip (§6.7) | half a step (and 1 s) in all |
     /// | listening | `--watch` |
     ///
-    /// That is 17 and a half steps, the inference (at least 1 step) and the watch. A host that keeps
+    /// That is 20 and a half steps, the inference (at least 1 step) and the watch. A host that keeps
     /// sending requests while the checker waits adds the time their answers take to write
     /// (each under the write timeout, which closes the connection when it fires), so the
-    /// session is cut at 18 steps, the inference and the watch whatever the host does, the
+    /// session is cut at 21 steps, the inference and the watch whatever the host does, the
     /// report then saying where it stood.
     fn session(&self) -> Duration {
-        self.step.saturating_mul(18) + self.infer + self.watch
+        self.step.saturating_mul(21) + self.infer + self.watch
     }
 
     /// The whole run's bound: accepting the connection (1 step, `--tcp`/`--ws`),
     /// [`Bounds::session`], and writing what is still owed to the host once the session
-    /// ends (1 step), i.e. 20 × `--timeout` + `--inference-timeout` + `--watch`.
+    /// ends (1 step), i.e. 23 × `--timeout` + `--inference-timeout` + `--watch`.
     #[cfg_attr(not(test), allow(dead_code))]
     fn wall(&self) -> Duration {
         self.step.saturating_mul(2) + self.session()
@@ -369,7 +377,7 @@ async fn connect(args: &CheckHostArgs, seen: &mut accept::Seen) -> Result<Transp
 mod tests {
     use super::*;
 
-    /// The documented bound: 20 steps + the inference + the watch (131 s by default).
+    /// The documented bound: 23 steps + the inference + the watch (146 s by default).
     #[test]
     fn the_wall_time_bound_is_the_documented_function() {
         let b = Bounds {
@@ -377,13 +385,13 @@ mod tests {
             watch: Duration::from_secs(1),
             infer: Duration::from_secs(30),
         };
-        assert_eq!(b.wall(), Duration::from_secs(131));
+        assert_eq!(b.wall(), Duration::from_secs(146));
         let b = Bounds {
             step: Duration::from_secs(2),
             watch: Duration::ZERO,
             infer: Duration::from_secs(3),
         };
-        assert_eq!(b.wall(), Duration::from_secs(43));
+        assert_eq!(b.wall(), Duration::from_secs(49));
     }
 
     /// The catalogue keeps its ids unique, with the two issue #19 names exactly.

@@ -106,6 +106,9 @@ impl Run {
             invalid_uses,
             inference,
             junk_line,
+            // §17: after every probe reading the manifest as initialized, before the push
+            // (its removals and addition leave check.push and the hooks' leaf untouched).
+            manifest_changes,
             // Last, so a host application sees its admitted push once every probe is
             // answered.
             push_follows_grant

@@ -60,14 +60,83 @@ pub(super) fn manifest() -> Value {
             TYPO_SET: {
                 "description": "Probe invalid uses: the host must disable this set (§6.4)",
                 "uses": ["pushEvents", TYPO_USE]
+            },
+            GONE_SETS[0]: {
+                "description": "Removed by the first manifest change (§17.5)",
+                "uses": ["pushEvents"]
+            },
+            GONE_SETS[1]: {
+                "description": "Removed by the partially invalid manifest change (§17.5)",
+                "uses": ["pushEvents"]
             }
         }
     });
-    let revision = mcpl::manifest::revision(&m).unwrap_or_default();
+    with_revision(&mut m);
+    m
+}
+
+/// The feature sets the manifest changes remove ([`super::manifest_change`]): the first by
+/// the valid change ([`manifest_narrowed`]), the second by the partially invalid one
+/// ([`manifest_partial`]). Both use only `pushEvents`, so a push under either is refused
+/// only for the removal.
+pub(super) const GONE_SETS: [&str; 2] = ["check.gone", "check.gone-too"];
+
+/// Adds the `revision` member (§17.2) to a manifest built without one.
+fn with_revision(m: &mut Value) {
+    let revision = mcpl::manifest::revision(m).unwrap_or_default();
     if let Some(o) = m.as_object_mut() {
         o.insert("revision".into(), json!(revision));
     }
+}
+
+/// The manifest after the first change: [`manifest`] without `channels.incoming` and
+/// without the first of [`GONE_SETS`] (two removals, one capability, one feature set).
+pub(super) fn manifest_narrowed() -> Value {
+    let mut m = manifest();
+    if let Some(o) = m.as_object_mut() {
+        o.remove("revision");
+        o.insert("channels".into(), json!({ "register": true }));
+    }
+    if let Some(sets) = m.get_mut("featureSets").and_then(Value::as_object_mut) {
+        sets.remove(GONE_SETS[0]);
+    }
+    with_revision(&mut m);
     m
+}
+
+/// The feature sets [`manifest_partial`] declares invalidly: `uses` a string, not an array
+/// (§6.4 rule 1: disabled, `invalid_uses`), and a declaration that is no object.
+pub(super) const BROKEN_SETS: [&str; 2] = ["check.broken", "check.not-an-object"];
+
+/// The partially invalid manifest of the second change (§17.5 step 1): it parses, two of its
+/// declarations are invalid ([`BROKEN_SETS`]), it removes the second of [`GONE_SETS`], and
+/// it advertises `channels.incoming` again (an addition: never auto-granted).
+pub(super) fn manifest_partial() -> Value {
+    let mut m = manifest_narrowed();
+    if let Some(o) = m.as_object_mut() {
+        o.remove("revision");
+        o.insert(
+            "channels".into(),
+            json!({ "register": true, "incoming": true }),
+        );
+    }
+    if let Some(sets) = m.get_mut("featureSets").and_then(Value::as_object_mut) {
+        sets.remove(GONE_SETS[1]);
+        sets.insert(
+            BROKEN_SETS[0].into(),
+            json!({ "description": "uses is not an array", "uses": "pushEvents" }),
+        );
+        sets.insert(BROKEN_SETS[1].into(), json!(7));
+    }
+    with_revision(&mut m);
+    m
+}
+
+/// What `manifest` advertises as this checker's `initialize` would carry it (§5.1, MCP
+/// `tools` beside it): the server's side of the grant's ceiling.
+pub(super) fn advertisement_of(manifest: &Value) -> CapabilitySet {
+    let caps = json!({ "tools": {}, "experimental": { "mcpl": manifest } });
+    capability::advertised_from_capabilities(&caps).capabilities
 }
 
 /// The `initialize` result, answering with `protocol_version`: with a member no spec

@@ -223,6 +223,9 @@ pub(super) struct Run {
     pub(super) seen: super::seen::Seen,
     /// What the host did after answers carrying unknown members ([`super::tolerance`]).
     pub(super) tolerance: super::tolerance::Tolerance,
+    /// The manifest served and what the host did with its changes
+    /// ([`super::manifest_change`]).
+    pub(super) changes: super::manifest_change::Changes,
 }
 
 /// What the paired pings showed when they settled no verdict of
@@ -316,6 +319,7 @@ impl Run {
             not_rpc: super::frames::NotRpc::default(),
             seen: super::seen::Seen::default(),
             tolerance: super::tolerance::Tolerance::default(),
+            changes: super::manifest_change::Changes::default(),
         }
     }
 

@@ -91,20 +91,29 @@ impl Run {
                     return;
                 }
                 // §6.7: a grant change goes by Request, at any point of the session.
-                if n.method == FeatureSetsUpdate::NAME
-                    && self.policy_notification(n.params.as_ref())
-                {
-                    self.grant_notified = true;
-                    self.record(
-                        "host.policy-is-request",
-                        Status::Fail,
-                        "a grant change came as a featureSets/update Notification (§6.7)",
-                    );
+                if n.method == FeatureSetsUpdate::NAME {
+                    let (grant, statuses) = (*self.policy.grant(), self.policy.statuses());
+                    let carried = self.policy_notification(n.params.as_ref());
+                    let changed =
+                        *self.policy.grant() != grant || self.policy.statuses() != statuses;
+                    if carried || changed {
+                        // §17.3, §17.5 step 4: read by the manifest-change probes.
+                        self.policy_message_seen(changed, "a featureSets/update Notification");
+                    }
+                    if carried {
+                        self.grant_notified = true;
+                        self.record(
+                            "host.policy-is-request",
+                            Status::Fail,
+                            "a grant change came as a featureSets/update Notification (§6.7)",
+                        );
+                    }
                 }
                 return;
             }
         };
         let mut receipt = false;
+        let mut fetched = None;
         let result = match req.method() {
             Ping::NAME => Ok(json!({})),
             // The library server's rule: `initialize` and `ping` at any time, nothing else
@@ -124,7 +133,12 @@ impl Run {
             other if self.mcp_only && other != Initialize::NAME => {
                 Err(ErrorObject::method_not_found(other))
             }
-            ManifestFetch::NAME => Ok(served::manifest()),
+            // §17.4, as the manifest-change probes serve it ([`super::super::manifest_change`]).
+            ManifestFetch::NAME => {
+                let (answer, read) = self.fetch_requested();
+                fetched = Some(read);
+                Ok(answer)
+            }
             ChannelsList::NAME => Ok(json!({ "channels": self.held_channels })),
             Initialize::NAME => Err(ErrorObject::invalid_request("already initialized")),
             // A later policy change: applied and answered by the library server's own rule
@@ -135,8 +149,13 @@ impl Run {
                 // §5.4, §6.7: each Request replaces the grant, so each is judged.
                 self.judge_policy_grant(params, "a later policy Request: ");
                 let before = (*self.policy.grant(), *self.policy.offered());
+                let statuses = self.policy.statuses();
                 let answer = mcpl::session::answer_policy_request(&mut self.policy, None, params);
                 receipt = answer.response.is_ok();
+                // §17.3, §17.5 step 4: read by the manifest-change probes.
+                let changed =
+                    *self.policy.grant() != before.0 || self.policy.statuses() != statuses;
+                self.policy_message_seen(changed, "a featureSets/update Request");
                 // §6.7: a reduction takes effect at once (what it revokes is refused either
                 // way), so only an expansion is held: what the host sent before it could
                 // read the receipt is judged under the grant before it too.
@@ -161,6 +180,9 @@ impl Run {
             Err(e) => req.respond_error(e).await,
         };
         if self.after_write(written) {
+            if let Some(read) = fetched {
+                self.fetch_answered(read);
+            }
             self.ready |= receipt;
             // The receipt replaces the grant on both sides (§6.7).
             self.grant_notified &= !receipt;

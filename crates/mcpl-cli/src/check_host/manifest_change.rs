@@ -1,0 +1,581 @@
+//! The manifest-change probes (§17): the checker announces `mcpl/manifestChanged` three
+//! times and judges what the host does with each, as far as a server sees it on the wire.
+//!
+//! 1. **An unparseable manifest**: the fetch is answered with a result that is no object.
+//!    The host learned nothing, so the previous manifest stands and one failure drops no
+//!    MCPL privilege (§17.5 step 1): no narrowing policy message, the connection kept, and
+//!    `channels/list` (when `channels.register` was granted) still answered with a result.
+//! 2. **A valid narrowing**: [`served::manifest_narrowed`] removes `channels.incoming` and a
+//!    feature set ([`GONE_SETS`]); once the host has read it, a push under the removed set
+//!    and a `channels/incoming` for the checker's registered channel are refused (§17.5
+//!    step 3, §6.7: revoked host-first, at once).
+//! 3. **A partially invalid change**: [`served::manifest_partial`] parses, declares two sets
+//!    invalidly, removes the other set of [`GONE_SETS`] and advertises `channels.incoming`
+//!    again: the removal still applies (§17.5 step 1), and the addition is granted by no
+//!    earlier policy (§17.5 step 3: tell → receipt → activate, §6.7), so `channels/incoming`
+//!    is refused unless a policy Request granting it came (and was answered) since.
+//!
+//! Throughout, a policy change between an announcement and the host's `mcpl/manifest` is
+//! acting before fetching (§17.3), and more than one policy message for one change is one
+//! update per item (§17.5 step 4, a warning: the receipt itself is host-internal, §17.6).
+//! Once the host has read a fetched manifest, the checker's own view of the grant follows it
+//! as the library server's does ([`mcpl::policy::ServerPolicyState::set_advertised`]: a
+//! removal leaves the grant at once, an addition joins it only by a later Request), so the
+//! hooks and deliveries judged elsewhere are judged under the narrowed grant from then on.
+//!
+//! A host MAY ignore the announcement (§17.3): a change it does not fetch within a step
+//! skips the checks it would have fed. The phase is bounded by [`PHASE_STEPS`] steps in
+//! all, every wait within it ending at that deadline at the latest.
+
+use std::time::Duration;
+
+use mcpl::capability::Capability;
+use mcpl::protocol::channels::{ChannelsIncoming, ChannelsList};
+use mcpl::protocol::manifest::ManifestChanged;
+use mcpl::protocol::push::PushEvent;
+use mcpl::protocol::Method;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use super::served::{self, GONE_SETS};
+use super::session::{secs, Reply, Run};
+use crate::check::report::Status;
+
+/// How many steps (`--timeout`) the whole phase may take: three announcements, each
+/// awaiting its fetch, a ping round trip and its probes, share them.
+pub(super) const PHASE_STEPS: u32 = 3;
+
+/// The checks this phase judges.
+const FETCHED_FIRST: &str = "host.manifest-fetched-before-acting";
+const UNPARSEABLE: &str = "host.manifest-unparseable-keeps-previous";
+const REMOVALS: &str = "host.manifest-removals-revoked";
+const PARTIAL: &str = "host.manifest-partial-removals-applied";
+const ADDITIONS: &str = "host.manifest-additions-not-granted";
+const ONE_UPDATE: &str = "host.manifest-one-update-per-change";
+const IDS: [&str; 6] = [
+    FETCHED_FIRST,
+    UNPARSEABLE,
+    REMOVALS,
+    PARTIAL,
+    ADDITIONS,
+    ONE_UPDATE,
+];
+
+/// What the checker answers `mcpl/manifest` with.
+#[derive(Debug, Clone)]
+enum Serving {
+    /// Its current manifest.
+    Manifest(Value),
+    /// Once a result that is no manifest (§17.5: "does not parse at all"), then the manifest
+    /// kept here, unchanged: a host fetching again learns that nothing changed.
+    Unparseable(Value),
+}
+
+/// The phase's state, read and written where the host's messages are handled
+/// ([`Run::handle`]).
+#[derive(Debug)]
+pub(super) struct Changes {
+    serving: Serving,
+    /// `mcpl/manifest` answers the host has been written.
+    fetches: u64,
+    /// An announcement went out and no `mcpl/manifest` has come since.
+    awaiting_fetch: bool,
+    /// The phase is running: policy messages are counted and compared.
+    watching: bool,
+    /// Policy changes the host made while [`Changes::awaiting_fetch`], described (§17.3).
+    unfetched: Vec<String>,
+    /// Policy messages (a Request, or a Notification carrying grant fields) since the last
+    /// answer to a fetch.
+    since_fetch: u32,
+    /// The grant this server held once the host read the last answer to its fetch.
+    grant_at_fetch: mcpl::capability::Grant,
+}
+
+impl Default for Changes {
+    fn default() -> Self {
+        Changes {
+            serving: Serving::Manifest(served::manifest()),
+            fetches: 0,
+            awaiting_fetch: false,
+            watching: false,
+            unfetched: Vec::new(),
+            since_fetch: 0,
+            grant_at_fetch: mcpl::capability::Grant::none(),
+        }
+    }
+}
+
+impl Changes {
+    /// The answer to a `mcpl/manifest` now, and the manifest the host reads in it (none for
+    /// an unparseable answer). Serving once unparseable turns back to the manifest kept.
+    fn answer(&mut self) -> (Value, Option<Value>) {
+        match std::mem::replace(&mut self.serving, Serving::Manifest(Value::Null)) {
+            Serving::Manifest(m) => {
+                self.serving = Serving::Manifest(m.clone());
+                (m.clone(), Some(m))
+            }
+            Serving::Unparseable(kept) => {
+                self.serving = Serving::Manifest(kept);
+                (
+                    json!("mcpl check-host: this is not a manifest (§17.5 probe)"),
+                    None,
+                )
+            }
+        }
+    }
+}
+
+impl Run {
+    /// The answer to the host's `mcpl/manifest` (§17.4), noting that it fetched (§17.3: it
+    /// may act on the announcement from now on) and, once the answer is written, what it
+    /// read ([`Run::fetch_answered`]).
+    pub(super) fn fetch_requested(&mut self) -> (Value, Option<Value>) {
+        self.changes.awaiting_fetch = false;
+        self.changes.answer()
+    }
+
+    /// The host has been written the answer to its fetch: the checker's view of the grant
+    /// follows the manifest it read (§6.7, §17.5), as the library server's does.
+    pub(super) fn fetch_answered(&mut self, read: Option<Value>) {
+        self.changes.fetches = self.changes.fetches.saturating_add(1);
+        self.changes.since_fetch = 0;
+        if let Some(m) = read {
+            self.policy.set_advertised(served::advertisement_of(&m));
+            self.policy
+                .set_declarations(mcpl::policy::FeatureSets::from_mcpl(&m).0);
+        }
+        self.changes.grant_at_fetch = *self.policy.grant();
+    }
+
+    /// Notes a policy message of the host's during the phase: `changed` when it changed the
+    /// grant or a set's status, `what` naming it.
+    pub(super) fn policy_message_seen(&mut self, changed: bool, what: &str) {
+        let c = &mut self.changes;
+        if !c.watching {
+            return;
+        }
+        c.since_fetch = c.since_fetch.saturating_add(1);
+        if changed && c.awaiting_fetch && c.unfetched.len() < 3 {
+            c.unfetched.push(what.to_owned());
+        }
+    }
+
+    /// The phase: three announcements and their probes, then the verdicts.
+    pub(super) async fn manifest_changes(&mut self) {
+        self.stage = "the manifest-change probes";
+        if self.mcp_only || !self.ready {
+            let why = "no policy in force (MCP-only, or no receipt): a manifest change would \
+                       change no grant";
+            self.record_unset(&IDS, Status::Skip, why);
+            return;
+        }
+        let deadline = Instant::now() + self.bounds.step.saturating_mul(PHASE_STEPS);
+        self.changes.watching = true;
+        let mut counts = Vec::new();
+        let why = self.each_change(deadline, &mut counts).await;
+        self.changes.watching = false;
+        self.changes.awaiting_fetch = false;
+        if self.closed {
+            return;
+        }
+        self.conclude_changes(&counts, why);
+    }
+
+    /// The three changes in order; the reason the checks not judged were not, if any.
+    /// `counts`: the policy messages each fetched change was followed by.
+    async fn each_change(&mut self, deadline: Instant, counts: &mut Vec<u32>) -> Option<String> {
+        // 1. Unparseable.
+        let narrowed = served::manifest_narrowed();
+        let revision = narrowed.get("revision").cloned().unwrap_or(Value::Null);
+        let kept = match &self.changes.serving {
+            Serving::Manifest(m) | Serving::Unparseable(m) => m.clone(),
+        };
+        self.changes.serving = Serving::Unparseable(kept);
+        if let Some(why) = self.announce(&revision, deadline).await {
+            return Some(why);
+        }
+        self.settle_change(deadline).await;
+        self.judge_unparseable(deadline).await;
+        if self.closed {
+            return None;
+        }
+        // 2. A valid narrowing.
+        let pushed = push_probe(GONE_SETS[0], "gone-1");
+        let push_gone = self.host_allows(PushEvent::NAME, &pushed);
+        let incoming = self.channel_held && self.policy.allows(Capability::ChannelsIncoming);
+        self.changes.serving = Serving::Manifest(narrowed);
+        if let Some(why) = self.announce(&revision, deadline).await {
+            return Some(why);
+        }
+        self.settle_change(deadline).await;
+        let mut shown = Vec::new();
+        let mut defects = Vec::new();
+        if push_gone {
+            let what = format!("push/event under {}", GONE_SETS[0]);
+            self.refused_after(
+                PushEvent::NAME,
+                pushed,
+                &what,
+                deadline,
+                &mut shown,
+                &mut defects,
+            )
+            .await;
+        }
+        let mut revoked = false;
+        if incoming {
+            let what = "channels/incoming for check:a".to_owned();
+            let n = defects.len();
+            let params = served::incoming("check:a");
+            self.refused_after(
+                ChannelsIncoming::NAME,
+                params,
+                &what,
+                deadline,
+                &mut shown,
+                &mut defects,
+            )
+            .await;
+            revoked = defects.len() == n && shown.last() == Some(&what);
+        }
+        if self.closed {
+            return None;
+        }
+        counts.push(self.changes.since_fetch);
+        self.judge_refusals(
+            REMOVALS,
+            &shown,
+            &defects,
+            "the manifest the host fetched removed them (§17.5 step 3, §6.7: revoked at once, \
+             host-first)",
+            "neither pushEvents (with the removed set available) nor channels.incoming (with a \
+             registered channel) was granted before the change: no removal to see revoked",
+        );
+        // 3. Partially invalid: one more removal, one addition.
+        let partial = served::manifest_partial();
+        let revision = partial.get("revision").cloned().unwrap_or(Value::Null);
+        let pushed = push_probe(GONE_SETS[1], "gone-2");
+        let push_gone = self.host_allows(PushEvent::NAME, &pushed);
+        self.changes.serving = Serving::Manifest(partial);
+        if let Some(why) = self.announce(&revision, deadline).await {
+            return Some(why);
+        }
+        self.settle_change(deadline).await;
+        let (mut shown, mut defects) = (Vec::new(), Vec::new());
+        if push_gone {
+            let what = format!("push/event under {}", GONE_SETS[1]);
+            self.refused_after(
+                PushEvent::NAME,
+                pushed,
+                &what,
+                deadline,
+                &mut shown,
+                &mut defects,
+            )
+            .await;
+        }
+        if self.closed {
+            return None;
+        }
+        self.judge_refusals(
+            PARTIAL,
+            &shown,
+            &defects,
+            "the partially invalid manifest the host fetched removed it (§17.5 step 1: every \
+             removal applies, whatever else failed validation)",
+            "pushEvents was not granted, or the set unavailable, before the change: no removal \
+             to see applied",
+        );
+        if incoming && revoked {
+            self.judge_addition(deadline).await;
+        } else if incoming {
+            let why = "the host did not refuse channels/incoming once channels.incoming was \
+                       removed (host.manifest-removals-revoked): its advertising it again \
+                       shows nothing";
+            self.record(ADDITIONS, Status::Skip, why);
+        } else {
+            let why = "channels.incoming was not granted with a registered channel before the \
+                       changes: the addition has nothing to show";
+            self.record(ADDITIONS, Status::Skip, why);
+        }
+        counts.push(self.changes.since_fetch);
+        None
+    }
+
+    /// Whether the library host's rule admits `method` with `params` under the policy this
+    /// server holds now (admitted and carried by the feature-set gate).
+    fn host_allows(&self, method: &str, params: &Value) -> bool {
+        let grant = self.policy.grant();
+        if mcpl::session::admit_at_host(method, Some(params), self.ready, grant).is_err() {
+            return false;
+        }
+        let statuses = self.policy.statuses();
+        let mut diags = Vec::new();
+        mcpl::session::rules::gate_tagged_request(
+            &mut diags,
+            method,
+            Some(params),
+            self.policy.declarations(),
+            &statuses,
+        )
+        .is_ok()
+    }
+
+    /// Sends `mcpl/manifestChanged` naming `revision` and awaits the host's fetch, within a
+    /// step and the phase's `deadline`; `Some(why)` when it did not come.
+    async fn announce(&mut self, revision: &Value, deadline: Instant) -> Option<String> {
+        if self.closed {
+            return Some("the connection ended".into());
+        }
+        let params = json!({ "revision": revision, "domains": ["capabilities", "featureSets"] });
+        let fetches = self.changes.fetches;
+        self.changes.awaiting_fetch = true;
+        if self
+            .peer
+            .notify_raw(ManifestChanged::NAME, Some(params))
+            .await
+            .is_err()
+        {
+            self.on_closed();
+            return Some("the connection ended".into());
+        }
+        let until = (Instant::now() + self.bounds.step).min(deadline);
+        while self.changes.fetches == fetches {
+            match self.next_until(until).await {
+                Some(m) => self.handle(m).await,
+                None => break,
+            }
+        }
+        if self.changes.fetches > fetches {
+            return None;
+        }
+        Some(if Instant::now() >= deadline {
+            format!(
+                "the manifest-change probes' budget ({PHASE_STEPS} × --timeout) ran out \
+                 before the host fetched the manifest"
+            )
+        } else {
+            format!(
+                "the host did not fetch mcpl/manifest within {} of a mcpl/manifestChanged \
+                 (§17.3: a host MAY ignore it)",
+                secs(self.bounds.step)
+            )
+        })
+    }
+
+    /// After a fetch: a ping round trip, so what the host sends in answer to the manifest
+    /// it read (a policy Request, §6.7) comes before the probes.
+    async fn settle_change(&mut self, deadline: Instant) {
+        let until = (Instant::now() + self.bounds.step).min(deadline);
+        self.round_trip(until).await;
+    }
+
+    /// What is left of a step before the phase's `deadline`; zero once it has passed.
+    fn bound_within(&self, deadline: Instant) -> Duration {
+        self.bounds
+            .step
+            .min(deadline.saturating_duration_since(Instant::now()))
+    }
+
+    /// Sends `method` with `params`, which the manifest the host read no longer allows, and
+    /// notes `what` in `shown` when judged, and in `defects` when not refused with an error.
+    async fn refused_after(
+        &mut self,
+        method: &str,
+        params: Value,
+        what: &str,
+        deadline: Instant,
+        shown: &mut Vec<String>,
+        defects: &mut Vec<String>,
+    ) {
+        let bound = self.bound_within(deadline);
+        if bound.is_zero() {
+            return;
+        }
+        match self.call_within(method, params, bound).await {
+            Reply::Error(_) => shown.push(what.to_owned()),
+            Reply::Closed => {}
+            other => {
+                shown.push(what.to_owned());
+                defects.push(format!("{what} got {}", other.describe()));
+            }
+        }
+    }
+
+    /// Records `id` from the probes' `shown` and `defects`; `why` says why they must be
+    /// refused, `none` why nothing was probed.
+    fn judge_refusals(
+        &mut self,
+        id: &str,
+        shown: &[String],
+        defects: &[String],
+        why: &str,
+        none: &str,
+    ) {
+        if !defects.is_empty() {
+            let d = format!("{}, though {why}", defects.join("; "));
+            self.record(id, Status::Fail, d);
+        } else if shown.is_empty() {
+            self.record(id, Status::Skip, none);
+        } else {
+            let d = format!("{} refused with an error once {why}", shown.join(" and "));
+            self.record(id, Status::Pass, d);
+        }
+    }
+
+    /// §17.5 step 1: after an unparseable manifest the previous one stands and a single
+    /// failure drops no MCPL privilege: no narrowing policy message since the host read it,
+    /// the connection kept, and `channels/list` answered with a result when it was granted
+    /// then.
+    async fn judge_unparseable(&mut self, deadline: Instant) {
+        let listed = self
+            .changes
+            .grant_at_fetch
+            .allows(Capability::ChannelsRegister);
+        if self.closed {
+            let how = self.gone().unwrap_or("the connection ended").to_owned();
+            let d = format!(
+                "after one unparseable mcpl/manifest answer, {how} (§17.5 step 1: the previous \
+                 manifest stands; MCPL may be suspended after repeated failures, never one)"
+            );
+            self.record(UNPARSEABLE, Status::Fail, d);
+            return;
+        }
+        let lost = self
+            .changes
+            .grant_at_fetch
+            .capabilities()
+            .iter()
+            .filter(|c| !self.policy.grant().allows(*c))
+            .map(|c| c.as_str())
+            .collect::<Vec<_>>();
+        if !lost.is_empty() {
+            let d = format!(
+                "after one unparseable mcpl/manifest answer the host narrowed its grant, \
+                 withdrawing {} (§17.5 step 1: nothing was learned, the previous manifest \
+                 stands, and a single failure must not drop MCPL privileges)",
+                lost.join(", ")
+            );
+            self.record(UNPARSEABLE, Status::Fail, d);
+            return;
+        }
+        let bound = self.bound_within(deadline);
+        if !listed || bound.is_zero() {
+            let d = "after one unparseable mcpl/manifest answer the host kept the connection and \
+                     sent no narrowing policy (channels/list not probed: channels.register not \
+                     granted)";
+            self.record(UNPARSEABLE, Status::Pass, d);
+            return;
+        }
+        match self.call_within(ChannelsList::NAME, json!({}), bound).await {
+            Reply::Result(_) => self.record(
+                UNPARSEABLE,
+                Status::Pass,
+                "after one unparseable mcpl/manifest answer the host kept its grant: \
+                 channels/list, granted before, still answered with a result",
+            ),
+            Reply::Closed => {}
+            other => {
+                let d = format!(
+                    "after one unparseable mcpl/manifest answer, channels/list (channels.register \
+                     granted before, no policy change since) got {} (§17.5 step 1: the previous \
+                     manifest stands; a single failure must not drop MCPL privileges)",
+                    other.describe()
+                );
+                self.record(UNPARSEABLE, Status::Fail, d);
+            }
+        }
+    }
+
+    /// §17.5 step 3 (additions never auto-grant; §6.7 tell → receipt → activate): the
+    /// partially invalid manifest advertises `channels.incoming` again, after the host
+    /// revoked it; `channels/incoming` for check:a is refused unless a policy Request
+    /// granting it came since, and was answered, before the host's answer.
+    async fn judge_addition(&mut self, deadline: Instant) {
+        let bound = self.bound_within(deadline);
+        if bound.is_zero() {
+            let why =
+                format!("the manifest-change probes' budget ({PHASE_STEPS} × --timeout) ran out");
+            self.record(ADDITIONS, Status::Skip, why);
+            return;
+        }
+        let reply = self
+            .call_within(ChannelsIncoming::NAME, served::incoming("check:a"), bound)
+            .await;
+        let granted = self.as_answered(|run| run.policy.allows(Capability::ChannelsIncoming));
+        match reply {
+            Reply::Closed => {}
+            Reply::Error(e) => {
+                let d = format!(
+                    "channels.incoming advertised again by the fetched manifest: channels/incoming \
+                     refused {} (not auto-granted)",
+                    e.code
+                );
+                self.record(ADDITIONS, Status::Pass, d);
+            }
+            Reply::Result(_) if granted => self.record(
+                ADDITIONS,
+                Status::Pass,
+                "channels.incoming advertised again: accepted once a policy Request granting it \
+                 was answered (tell → receipt → activate)",
+            ),
+            other => {
+                let d = format!(
+                    "channels.incoming, revoked and then advertised again by the fetched \
+                     manifest, was used with no policy Request granting it since: \
+                     channels/incoming for check:a got {} (§17.5 step 3: additions never \
+                     auto-grant; §6.7: tell → receipt → activate)",
+                    other.describe()
+                );
+                self.record(ADDITIONS, Status::Fail, d);
+            }
+        }
+    }
+
+    /// The phase's last verdicts: acting before fetching, one update per change, and every
+    /// check not judged skipped for `why`.
+    fn conclude_changes(&mut self, counts: &[u32], why: Option<String>) {
+        let fetched = self.changes.fetches > 0;
+        if !self.changes.unfetched.is_empty() {
+            let d = format!(
+                "the host changed its policy after a mcpl/manifestChanged and before fetching \
+                 mcpl/manifest: {} (§17.3: a host that acts on the announcement MUST fetch \
+                 before changing anything; judged on its policy messages, all a server sees)",
+                self.changes.unfetched.join("; ")
+            );
+            self.record(FETCHED_FIRST, Status::Fail, d);
+        } else if fetched {
+            let d = format!(
+                "{} announcement(s) fetched; no policy change came between an announcement \
+                 and its fetch (judged on policy messages, all a server sees)",
+                self.changes.fetches
+            );
+            self.record(FETCHED_FIRST, Status::Pass, d);
+        }
+        if let Some(most) = counts.iter().copied().max() {
+            if most > 1 {
+                let d = format!(
+                    "{most} policy messages followed one manifest change (§17.5 step 4: one \
+                     receipt per change, not one per item; the receipt is host-internal, \
+                     §17.6, so this judges its wire consequence, a warning)"
+                );
+                self.record(ONE_UPDATE, Status::Warn, d);
+            } else {
+                let d = format!(
+                    "at most one policy message per manifest change ({} change(s) fetched; the \
+                     receipt itself is host-internal, §17.6, so only its wire consequence is \
+                     judged)",
+                    counts.len()
+                );
+                self.record(ONE_UPDATE, Status::Pass, d);
+            }
+        }
+        let why = why.unwrap_or_else(|| "not judged".into());
+        self.record_unset(&IDS, Status::Skip, &why);
+    }
+}
+
+/// A push under `set`: one of [`GONE_SETS`], which only a removal disables.
+fn push_probe(set: &str, event_id: &str) -> Value {
+    served::push(set, event_id)
+}

@@ -1,0 +1,332 @@
+//! `mcpl check-host`'s manifest-change probes (§17): the library host, reached through a
+//! proxy that rewrites what crosses it, breaks one §17 rule per test and fails exactly the
+//! check judging it; the library host unproxied passes them all (`check_host.rs`).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcpl::host::{HostConfig, HostSession};
+use mcpl::transport::{child, Frame, FrameWriter, Transport};
+use serde_json::{json, Value};
+
+mod common;
+
+use common::ids_with;
+
+/// The flags every run here uses: the checker's bound is then 23 × 2 + 1 + 0 = 47 s.
+const BOUNDS: [&str; 6] = ["--timeout", "2", "--inference-timeout", "1", "--watch", "0"];
+
+/// That bound plus a margin for a loaded machine: only a hung checker reaches it.
+const GUARD: Duration = Duration::from_secs(47 + 60);
+
+/// The six checks of the phase.
+const IDS: [&str; 6] = [
+    "host.manifest-fetched-before-acting",
+    "host.manifest-unparseable-keeps-previous",
+    "host.manifest-removals-revoked",
+    "host.manifest-partial-removals-applied",
+    "host.manifest-additions-not-granted",
+    "host.manifest-one-update-per-change",
+];
+
+fn report_path(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcpl-check-host-manifest-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Which way a message goes through the proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum To {
+    Host,
+    Checker,
+}
+
+/// What the proxy does with each message: the messages to write instead, each with its way.
+type Rule = Box<dyn FnMut(To, Value) -> Vec<(To, Value)> + Send>;
+
+type Writer = Arc<tokio::sync::Mutex<Box<dyn FrameWriter>>>;
+
+/// Moves the frames `reader` reads towards `to` through `rule`; closes both writers at the
+/// end of its stream, so either side ending ends the other.
+fn pump(
+    mut reader: Box<dyn mcpl::transport::FrameReader>,
+    to: To,
+    rule: Arc<Mutex<Rule>>,
+    writers: (Writer, Writer),
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Ok(Some(frame)) = reader.next_frame().await {
+            let Frame::Text(text) = frame else { continue };
+            let Ok(v) = serde_json::from_str::<Value>(&text) else {
+                continue;
+            };
+            let out = (rule.lock().unwrap())(to, v);
+            for (way, v) in out {
+                let w = if way == To::Host {
+                    &writers.0
+                } else {
+                    &writers.1
+                };
+                if w.lock().await.send(&v.to_string()).await.is_err() {
+                    return;
+                }
+            }
+        }
+        let _ = writers.0.lock().await.close().await;
+        let _ = writers.1.lock().await.close().await;
+    })
+}
+
+/// The host's end of a proxy to `checker` applying `rule`.
+fn proxy(checker: Transport, rule: Rule) -> Transport {
+    let (host_side, ours) = mcpl::transport::memory::pair();
+    let rule = Arc::new(Mutex::new(rule));
+    let to_host: Writer = Arc::new(tokio::sync::Mutex::new(ours.writer));
+    let to_checker: Writer = Arc::new(tokio::sync::Mutex::new(checker.writer));
+    let writers = (to_host, to_checker);
+    pump(checker.reader, To::Host, rule.clone(), writers.clone());
+    pump(ours.reader, To::Checker, rule, writers);
+    let mut host_side = host_side;
+    host_side.guard = checker.guard;
+    host_side
+}
+
+/// Runs the checker against the library host behind a proxy applying `rule`; the report.
+async fn run(name: &str, rule: Rule) -> (i32, Value) {
+    let report = report_path(name);
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpl"));
+    cmd.args(["check-host", "--json"])
+        .args(BOUNDS)
+        .arg("--report")
+        .arg(&report);
+    let (transport, ctl) = child::spawn(&mut cmd).unwrap();
+    let config = HostConfig {
+        policy: vec![
+            "pushEvents".into(),
+            "channels.*".into(),
+            "contextHooks.beforeInference.inject.*".into(),
+        ],
+        ..HostConfig::default()
+    };
+    let (session, streams) = HostSession::connect(proxy(transport, rule), config)
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(GUARD, ctl.wait())
+        .await
+        .expect("the checker ends within its bound")
+        .unwrap();
+    session.close();
+    drop(streams);
+    let text = std::fs::read_to_string(&report).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    (status.code().unwrap(), doc)
+}
+
+/// The status of check `id` in `doc`.
+fn status<'a>(doc: &'a Value, id: &str) -> &'a str {
+    doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or_else(|| panic!("{id} not in {doc:#}"))
+}
+
+/// The phase's checks with `status` in `doc`.
+fn phase_with(doc: &Value, status: &str) -> BTreeSet<String> {
+    ids_with(doc, status)
+        .into_iter()
+        .filter(|id| IDS.contains(&id.as_str()))
+        .collect()
+}
+
+fn set(ids: &[&str]) -> BTreeSet<String> {
+    ids.iter().map(|s| s.to_string()).collect()
+}
+
+/// The library host's grant (what its policy reaches of the checker's advertisement)
+/// without `channels.incoming`.
+fn narrower_grant(id: &str) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "method": "featureSets/update", "params": {
+        "effectiveCapabilities": ["pushEvents", "channels.register",
+                                  "contextHooks.beforeInference.inject.beforeUser"] } })
+}
+
+/// A rule rewriting the checker's answers to the host's `mcpl/manifest` fetches: `answer`
+/// gets the fetch's number (0 the first) and the answer, and returns the answer to pass on.
+fn on_fetch_answers(mut answer: impl FnMut(usize, Value) -> Value + Send + 'static) -> Rule {
+    let mut fetch_ids = Vec::new();
+    let mut answered = 0;
+    Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetch_ids.push(v["id"].clone());
+        }
+        if to == To::Host && v.get("method").is_none() && fetch_ids.contains(&v["id"]) {
+            let n = answered;
+            answered += 1;
+            return vec![(to, answer(n, v))];
+        }
+        vec![(to, v)]
+    })
+}
+
+/// §17.3: a host may ignore the announcement; the checks are skipped, saying so, and the
+/// run is not held up past one step for the fetch that never comes.
+#[tokio::test]
+async fn a_host_that_never_fetches_skips_every_manifest_check() {
+    let rule: Rule = Box::new(|to, v| {
+        if to == To::Host && v["method"] == "mcpl/manifestChanged" {
+            return vec![];
+        }
+        vec![(to, v)]
+    });
+    let (code, doc) = run("ignores.json", rule).await;
+    assert_eq!(phase_with(&doc, "skip"), set(&IDS), "{doc:#}");
+    let detail = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == IDS[2])
+        .unwrap()["detail"]
+        .to_string();
+    assert!(detail.contains("MAY ignore"), "{detail}");
+    assert_eq!(code, 0, "{doc:#}");
+}
+
+/// §17.3: a policy change between the announcement and the fetch fails
+/// `host.manifest-fetched-before-acting`, and nothing else of the phase.
+#[tokio::test]
+async fn a_host_narrowing_before_it_fetches_fails_fetched_before_acting() {
+    let mut done = false;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Host && v["method"] == "mcpl/manifestChanged" && !done {
+            done = true;
+            return vec![(To::Checker, narrower_grant("early-1")), (to, v)];
+        }
+        if to == To::Host && v["id"] == "early-1" && v.get("method").is_none() {
+            return vec![];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("early.json", rule).await;
+    assert_eq!(phase_with(&doc, "fail"), set(&[IDS[0]]), "{doc:#}");
+    assert_eq!(status(&doc, IDS[1]), "pass", "{doc:#}");
+}
+
+/// §17.5 step 1: a grant narrowed to nothing after one unparseable answer fails
+/// `host.manifest-unparseable-keeps-previous`.
+#[tokio::test]
+async fn a_host_dropping_its_grant_after_one_unparseable_manifest_fails() {
+    let mut fetches = Vec::new();
+    let mut done = false;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        if to == To::Host && fetches.contains(&v["id"]) && v["result"].is_string() && !done {
+            done = true;
+            let nothing = json!({ "jsonrpc": "2.0", "id": "suspend-1",
+                "method": "featureSets/update", "params": { "effectiveCapabilities": [] } });
+            return vec![(to, v), (To::Checker, nothing)];
+        }
+        if to == To::Host && v["id"] == "suspend-1" && v.get("method").is_none() {
+            return vec![];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("unparseable.json", rule).await;
+    assert_eq!(phase_with(&doc, "fail"), set(&[IDS[1]]), "{doc:#}");
+}
+
+/// §17.5 step 3: a host that never takes the removals in (it is handed the manifest it
+/// initialized with in place of the narrowed one) accepts what they withdrew and fails
+/// `host.manifest-removals-revoked`; the addition then shows nothing and is skipped.
+#[tokio::test]
+async fn a_host_keeping_what_a_manifest_removed_fails_removals_revoked() {
+    let rule = on_fetch_answers(|n, mut v| {
+        if n == 1 {
+            // The manifest as initialized: the narrowed one with its removals put back.
+            let m = &mut v["result"];
+            m["channels"]["incoming"] = json!(true);
+            m["featureSets"]["check.gone"] =
+                json!({ "description": "kept", "uses": ["pushEvents"] });
+            m.as_object_mut().unwrap().remove("revision");
+        }
+        v
+    });
+    let (_, doc) = run("removals.json", rule).await;
+    assert_eq!(phase_with(&doc, "fail"), set(&[IDS[2]]), "{doc:#}");
+    assert_eq!(status(&doc, IDS[4]), "skip", "{doc:#}");
+    assert_eq!(status(&doc, IDS[3]), "pass", "{doc:#}");
+}
+
+/// §17.5 step 1: a host that drops a partially invalid manifest whole (here: it reads it as
+/// nothing) keeps the set it removed and fails `host.manifest-partial-removals-applied`.
+#[tokio::test]
+async fn a_host_ignoring_a_partially_invalid_manifest_fails_partial_removals() {
+    let rule = on_fetch_answers(|n, mut v| {
+        if n == 2 {
+            v["result"] = json!("partially invalid: dropped whole");
+        }
+        v
+    });
+    let (_, doc) = run("partial.json", rule).await;
+    assert_eq!(phase_with(&doc, "fail"), set(&[IDS[3]]), "{doc:#}");
+    assert_eq!(status(&doc, IDS[4]), "pass", "{doc:#}");
+}
+
+/// §17.5 step 3, §6.7: a host accepting `channels/incoming` once `channels.incoming` is
+/// advertised again, with no policy Request granting it, fails
+/// `host.manifest-additions-not-granted`.
+#[tokio::test]
+async fn a_host_auto_granting_an_addition_fails_additions_not_granted() {
+    let mut fetches = Vec::new();
+    let mut answered = 0;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        if to == To::Host && v.get("method").is_none() && fetches.contains(&v["id"]) {
+            answered += 1;
+        }
+        // After the third fetch (the addition), the host accepts channels/incoming.
+        if to == To::Host && answered >= 3 && v["method"] == "channels/incoming" {
+            let ok = json!({ "jsonrpc": "2.0", "id": v["id"],
+                "result": { "results": [ { "messageId": "m1", "accepted": true } ] } });
+            return vec![(To::Checker, ok)];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("additions.json", rule).await;
+    assert_eq!(phase_with(&doc, "fail"), set(&[IDS[4]]), "{doc:#}");
+}
+
+/// §17.5 step 4: two policy Requests for one change (the reduction sent twice) warn
+/// `host.manifest-one-update-per-change`.
+#[tokio::test]
+async fn a_host_sending_a_policy_update_per_item_warns_one_update_per_change() {
+    let mut fetched = 0;
+    let mut done = false;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetched += 1;
+        }
+        if to == To::Checker && v["method"] == "featureSets/update" && fetched >= 2 && !done {
+            done = true;
+            let mut again = v.clone();
+            again["id"] = json!("again-1");
+            return vec![(to, v), (to, again)];
+        }
+        if to == To::Host && v["id"] == "again-1" && v.get("method").is_none() {
+            return vec![];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("per_item.json", rule).await;
+    assert_eq!(phase_with(&doc, "fail"), BTreeSet::new(), "{doc:#}");
+    assert_eq!(phase_with(&doc, "warn"), set(&[IDS[5]]), "{doc:#}");
+}
