@@ -330,3 +330,45 @@ async fn a_host_sending_a_policy_update_per_item_warns_one_update_per_change() {
     assert_eq!(phase_with(&doc, "fail"), BTreeSet::new(), "{doc:#}");
     assert_eq!(phase_with(&doc, "warn"), set(&[IDS[5]]), "{doc:#}");
 }
+
+/// §5.4 with §17.5: once the host has read a manifest removing `channels.incoming`, a policy
+/// Request naming it grants beyond the advertisement in force, and fails
+/// `host.grant-within-advertisement` as one naming a path never advertised does.
+#[tokio::test]
+async fn a_grant_naming_a_removed_path_is_beyond_the_advertisement() {
+    let mut fetches = Vec::new();
+    let mut answered = 0;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        if to == To::Host && v.get("method").is_none() && fetches.contains(&v["id"]) {
+            answered += 1;
+            if answered == 2 {
+                let stale = json!({ "jsonrpc": "2.0", "id": "stale-1",
+                    "method": "featureSets/update", "params": { "effectiveCapabilities":
+                        ["pushEvents", "channels.register", "channels.incoming",
+                         "contextHooks.beforeInference.inject.beforeUser"] } });
+                return vec![(to, v), (To::Checker, stale)];
+            }
+        }
+        if to == To::Host && v["id"] == "stale-1" && v.get("method").is_none() {
+            return vec![];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("stale_grant.json", rule).await;
+    let id = "host.grant-within-advertisement";
+    assert_eq!(status(&doc, id), "fail", "{doc:#}");
+    let check = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap();
+    let detail = check["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("no longer advertises: channels.incoming"),
+        "{detail}"
+    );
+}

@@ -450,7 +450,9 @@ impl Run {
     /// `contextHooks.*`), which grants none of them ([`capability::names_a_node`]).
     fn judge_grant_paths(&mut self, params: &Value, which: &str) {
         let id = "host.grant-within-advertisement";
-        let advertised = served_advertisement();
+        // The advertisement in force: the manifest the host last read (§17.5: once it has
+        // read one removing a path, a grant naming it is one beyond the advertisement).
+        let advertised = self.policy.advertised();
         let entries: Vec<&str> = params
             .get("effectiveCapabilities")
             .and_then(Value::as_array)
@@ -494,10 +496,25 @@ impl Run {
             hints.join("; ")
         };
         if !outside.is_empty() {
-            let mut d = format!(
-                "{which}grants what was never advertised: {}",
-                list(&outside)
-            );
+            let initial = served_advertisement();
+            let removed: Vec<&str> = outside
+                .iter()
+                .copied()
+                .filter(|e| e.parse::<Capability>().is_ok_and(|c| initial.contains(c)))
+                .collect();
+            let mut d = if removed.is_empty() {
+                format!(
+                    "{which}grants what was never advertised: {}",
+                    list(&outside)
+                )
+            } else {
+                format!(
+                    "{which}grants what the manifest the host fetched no longer advertises: {} \
+                     (§17.5: a removal is revoked, §5.4: the grant stays within the \
+                     advertisement)",
+                    list(&outside)
+                )
+            };
             let said = nameless(&outside);
             if !said.is_empty() {
                 d.push_str(&format!(" ({said})"));
@@ -527,7 +544,7 @@ impl Run {
     /// for what they reach within the server's advertisement; `tools` is MCP's, not here.
     fn judge_own_advertisement(&mut self, params: &Value, which: &str) {
         let id = "host.grant-within-own-advertisement";
-        let server = served_advertisement();
+        let server = self.policy.advertised();
         let mut granted = CapabilitySet::EMPTY;
         for e in params
             .get("effectiveCapabilities")
