@@ -10,7 +10,7 @@ use crate::check::report::Status;
 
 /// Most bytes of one report detail; longer ones are cut at a character boundary and end
 /// in `…`. With the catalogue's 57 checks the whole report stays under 57 × 6 × 512 B
-/// (150 KiB, JSON escaping included) whatever the host sends.
+/// (171 KiB, JSON escaping included) whatever the host sends.
 pub(super) const DETAIL_LIMIT: usize = 512;
 
 /// Most bytes of the JSON a detail quotes from the host (a result, a list of paths).

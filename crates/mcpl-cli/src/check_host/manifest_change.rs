@@ -23,6 +23,18 @@
 //! removal leaves the grant at once, an addition joins it only by a later Request), so the
 //! hooks and deliveries judged elsewhere are judged under the narrowed grant from then on.
 //!
+//! Readings where the spec leaves the wire open (fail closed where it can be told):
+//! - "acting" on an announcement (§17.3) is read off the host's policy messages: one that
+//!   changes the grant or a set's status before the fetch; a refusal cannot be told from
+//!   one for another cause, so it is not read as acting;
+//! - a manifest that "does not parse at all" (§17.5 step 1) is served as a result that is
+//!   no JSON object (a frame that is not JSON would be a framing fault, not a manifest);
+//! - an added feature set whose `uses` the grant already allows is not an addition judged
+//!   here: a feature set carries no authority (§6.4), so using it widens no grant; only a
+//!   capability advertised again is (§17.5 step 3);
+//! - §17.5 step 4's one receipt is host-internal (§17.6): what a server sees of it is the
+//!   policy messages one change is followed by, so more than one warns rather than fails.
+//!
 //! A host MAY ignore the announcement (§17.3): a change it does not fetch within a step
 //! skips the checks it would have fed. The phase is bounded by [`PHASE_STEPS`] steps in
 //! all, every wait within it ending at that deadline at the latest.
