@@ -372,3 +372,28 @@ async fn a_grant_naming_a_removed_path_is_beyond_the_advertisement() {
         "{detail}"
     );
 }
+
+/// A host that goes silent once it has fetched (it reads nothing more of the checker's) is
+/// not held against the §17 checks (its silence is `host.answers-every-request`'s kind),
+/// and the phase ends within its budget: the run ends within its bound.
+#[tokio::test]
+async fn a_host_silent_after_its_first_fetch_fails_no_manifest_check() {
+    let mut fetches = Vec::new();
+    let mut deaf = false;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        if to == To::Host && deaf && v.get("method").is_some() {
+            return vec![];
+        }
+        if to == To::Host && v.get("method").is_none() && fetches.contains(&v["id"]) {
+            deaf = true;
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("silent.json", rule).await;
+    assert_eq!(phase_with(&doc, "fail"), BTreeSet::new(), "{doc:#}");
+    assert_eq!(status(&doc, IDS[1]), "skip", "{doc:#}");
+    assert_eq!(status(&doc, IDS[2]), "skip", "{doc:#}");
+}

@@ -406,11 +406,14 @@ impl Run {
         }
         match self.call_within(method, params, bound).await {
             Reply::Error(_) => shown.push(what.to_owned()),
-            Reply::Closed => {}
-            other => {
+            Reply::Result(r) => {
                 shown.push(what.to_owned());
-                defects.push(format!("{what} got {}", other.describe()));
+                let reply = Reply::Result(r);
+                defects.push(format!("{what} got {}", reply.describe()));
             }
+            // Silence, or an answer that could not be read, is no acceptance: it shows
+            // nothing of the removal (the silence is host.answers-every-request's kind).
+            _ => {}
         }
     }
 
@@ -487,14 +490,23 @@ impl Run {
                  channels/list, granted before, still answered with a result",
             ),
             Reply::Closed => {}
-            other => {
+            Reply::Error(e) => {
                 let d = format!(
                     "after one unparseable mcpl/manifest answer, channels/list (channels.register \
-                     granted before, no policy change since) got {} (§17.5 step 1: the previous \
-                     manifest stands; a single failure must not drop MCPL privileges)",
-                    other.describe()
+                     granted then, no policy change since) was refused {} (§17.5 step 1: the \
+                     previous manifest stands; a single failure must not drop MCPL privileges)",
+                    e.code
                 );
                 self.record(UNPARSEABLE, Status::Fail, d);
+            }
+            other => {
+                let d = format!(
+                    "after one unparseable mcpl/manifest answer the host kept the connection and \
+                     sent no narrowing policy; channels/list got {}, which shows neither a grant \
+                     kept nor one dropped",
+                    other.describe()
+                );
+                self.record(UNPARSEABLE, Status::Skip, d);
             }
         }
     }
@@ -531,15 +543,23 @@ impl Run {
                 "channels.incoming advertised again: accepted once a policy Request granting it \
                  was answered (tell → receipt → activate)",
             ),
-            other => {
+            Reply::Result(r) => {
                 let d = format!(
                     "channels.incoming, revoked and then advertised again by the fetched \
                      manifest, was used with no policy Request granting it since: \
                      channels/incoming for check:a got {} (§17.5 step 3: additions never \
                      auto-grant; §6.7: tell → receipt → activate)",
-                    other.describe()
+                    Reply::Result(r).describe()
                 );
                 self.record(ADDITIONS, Status::Fail, d);
+            }
+            other => {
+                let d = format!(
+                    "channels/incoming for check:a, after channels.incoming was advertised \
+                     again, got {}: neither a use nor a refusal",
+                    other.describe()
+                );
+                self.record(ADDITIONS, Status::Skip, d);
             }
         }
     }
