@@ -101,6 +101,8 @@ pub(super) struct Changes {
     since_fetch: u32,
     /// The grant this server held once the host read the last answer to its fetch.
     grant_at_fetch: mcpl::capability::Grant,
+    /// The probes since the last verdict that got neither a result nor an error, described.
+    quiet: Vec<String>,
 }
 
 impl Default for Changes {
@@ -113,6 +115,7 @@ impl Default for Changes {
             unfetched: Vec::new(),
             since_fetch: 0,
             grant_at_fetch: mcpl::capability::Grant::none(),
+            quiet: Vec::new(),
         }
     }
 }
@@ -413,7 +416,11 @@ impl Run {
             }
             // Silence, or an answer that could not be read, is no acceptance: it shows
             // nothing of the removal (the silence is host.answers-every-request's kind).
-            _ => {}
+            Reply::Closed => {}
+            other => {
+                let d = format!("{what} got {}", other.describe());
+                self.changes.quiet.push(d);
+            }
         }
     }
 
@@ -430,12 +437,19 @@ impl Run {
         if !defects.is_empty() {
             let d = format!("{}, though {why}", defects.join("; "));
             self.record(id, Status::Fail, d);
+        } else if shown.is_empty() && !self.changes.quiet.is_empty() {
+            let d = format!(
+                "{}: neither an acceptance nor a refusal, so nothing is shown",
+                self.changes.quiet.join("; ")
+            );
+            self.record(id, Status::Skip, d);
         } else if shown.is_empty() {
             self.record(id, Status::Skip, none);
         } else {
             let d = format!("{} refused with an error once {why}", shown.join(" and "));
             self.record(id, Status::Pass, d);
         }
+        self.changes.quiet.clear();
     }
 
     /// §17.5 step 1: after an unparseable manifest the previous one stands and a single
