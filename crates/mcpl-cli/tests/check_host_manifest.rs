@@ -136,6 +136,18 @@ fn status<'a>(doc: &'a Value, id: &str) -> &'a str {
         .unwrap_or_else(|| panic!("{id} not in {doc:#}"))
 }
 
+/// The detail of check `id` in `doc`.
+fn detail(doc: &Value, id: &str) -> String {
+    doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .and_then(|c| c["detail"].as_str())
+        .unwrap_or_else(|| panic!("{id} not in {doc:#}"))
+        .to_owned()
+}
+
 /// The phase's checks with `status` in `doc`.
 fn phase_with(doc: &Value, status: &str) -> BTreeSet<String> {
     ids_with(doc, status)
@@ -244,7 +256,8 @@ async fn a_host_dropping_its_grant_after_one_unparseable_manifest_fails() {
 
 /// §17.5 step 3: a host that never takes the removals in (it is handed the manifest it
 /// initialized with in place of the narrowed one) accepts what they withdrew and fails
-/// `host.manifest-removals-revoked`; the addition then shows nothing and is skipped.
+/// `host.manifest-removals-revoked`; the capability advertised again then shows nothing,
+/// and only the one added (`modelInfo`) is judged.
 #[tokio::test]
 async fn a_host_keeping_what_a_manifest_removed_fails_removals_revoked() {
     let rule = on_fetch_answers(|n, mut v| {
@@ -260,7 +273,11 @@ async fn a_host_keeping_what_a_manifest_removed_fails_removals_revoked() {
     });
     let (_, doc) = run("removals.json", rule).await;
     assert_eq!(phase_with(&doc, "fail"), set(&[IDS[2]]), "{doc:#}");
-    assert_eq!(status(&doc, IDS[4]), "skip", "{doc:#}");
+    assert_eq!(status(&doc, IDS[4]), "pass", "{doc:#}");
+    assert!(
+        detail(&doc, IDS[4]).contains("channels/incoming not probed"),
+        "{doc:#}"
+    );
     assert_eq!(status(&doc, IDS[3]), "pass", "{doc:#}");
 }
 
@@ -303,6 +320,35 @@ async fn a_host_auto_granting_an_addition_fails_additions_not_granted() {
     });
     let (_, doc) = run("additions.json", rule).await;
     assert_eq!(phase_with(&doc, "fail"), set(&[IDS[4]]), "{doc:#}");
+}
+
+/// §17.5 step 3, §6.7: a host answering `model/info` once `modelInfo` is newly advertised,
+/// with no policy Request granting it (as one recomputing a `*` policy over the new
+/// manifest would), fails `host.manifest-additions-not-granted`.
+#[tokio::test]
+async fn a_host_granting_a_newly_advertised_capability_fails_additions_not_granted() {
+    let mut fetches = Vec::new();
+    let mut answered = 0;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        if to == To::Host && v.get("method").is_none() && fetches.contains(&v["id"]) {
+            answered += 1;
+        }
+        if to == To::Host && answered >= 3 && v["method"] == "model/info" {
+            let info = json!({ "jsonrpc": "2.0", "id": v["id"],
+                "result": { "model": { "id": "m", "provider": "p" } } });
+            return vec![(To::Checker, info)];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("new_capability.json", rule).await;
+    assert_eq!(phase_with(&doc, "fail"), set(&[IDS[4]]), "{doc:#}");
+    assert!(
+        detail(&doc, IDS[4]).contains("model/info (modelInfo added)"),
+        "{doc:#}"
+    );
 }
 
 /// §17.5 step 4: two policy Requests for one change (the reduction sent twice) warn

@@ -10,10 +10,11 @@
 //!    and a `channels/incoming` for the checker's registered channel are refused (§17.5
 //!    step 3, §6.7: revoked host-first, at once).
 //! 3. **A partially invalid change**: [`served::manifest_partial`] parses, declares two sets
-//!    invalidly, removes the other set of [`GONE_SETS`] and advertises `channels.incoming`
-//!    again: the removal still applies (§17.5 step 1), and the addition is granted by no
-//!    earlier policy (§17.5 step 3: tell → receipt → activate, §6.7), so `channels/incoming`
-//!    is refused unless a policy Request granting it came (and was answered) since.
+//!    invalidly, removes the other set of [`GONE_SETS`], adds `modelInfo` and advertises
+//!    `channels.incoming` again: the removal still applies (§17.5 step 1), and the additions
+//!    are granted by no earlier policy (§17.5 step 3: tell → receipt → activate, §6.7), so
+//!    `model/info` and `channels/incoming` are refused unless a policy Request granting
+//!    their capability came (and was answered) since.
 //!
 //! Throughout, a policy change between an announcement and the host's `mcpl/manifest` is
 //! acting before fetching (§17.3), and more than one policy message for one change is one
@@ -44,6 +45,7 @@ use std::time::Duration;
 use mcpl::capability::Capability;
 use mcpl::protocol::channels::{ChannelsIncoming, ChannelsList};
 use mcpl::protocol::manifest::ManifestChanged;
+use mcpl::protocol::model::ModelInfoRequest;
 use mcpl::protocol::push::PushEvent;
 use mcpl::protocol::Method;
 use serde_json::{json, Value};
@@ -301,18 +303,18 @@ impl Run {
             "pushEvents was not granted, or the set unavailable, before the change: no removal \
              to see applied",
         );
-        if incoming && revoked {
-            self.judge_addition(deadline).await;
-        } else if incoming {
-            let why = "the host did not refuse channels/incoming once channels.incoming was \
-                       removed (host.manifest-removals-revoked): its advertising it again \
-                       shows nothing";
-            self.record(ADDITIONS, Status::Skip, why);
-        } else {
-            let why = "channels.incoming was not granted with a registered channel before the \
-                       changes: the addition has nothing to show";
-            self.record(ADDITIONS, Status::Skip, why);
-        }
+        // The re-advertised capability shows an auto-grant only once the host revoked it.
+        let again = match (incoming, revoked) {
+            (true, true) => Ok(()),
+            (true, false) => Err("the host did not refuse channels/incoming once \
+                                  channels.incoming was removed (host.manifest-removals-revoked): \
+                                  its advertising it again shows nothing"),
+            (false, _) => Err(
+                "channels.incoming was not granted with a registered channel \
+                               before the changes",
+            ),
+        };
+        self.judge_additions(again, deadline).await;
         counts.push(self.changes.since_fetch);
         None
     }
@@ -526,55 +528,72 @@ impl Run {
     }
 
     /// §17.5 step 3 (additions never auto-grant; §6.7 tell → receipt → activate): the
-    /// partially invalid manifest advertises `channels.incoming` again, after the host
-    /// revoked it; `channels/incoming` for check:a is refused unless a policy Request
-    /// granting it came since, and was answered, before the host's answer.
-    async fn judge_addition(&mut self, deadline: Instant) {
-        let bound = self.bound_within(deadline);
-        if bound.is_zero() {
+    /// partially invalid manifest adds `modelInfo`, never advertised before, and advertises
+    /// `channels.incoming` again after the host revoked it (`again`: `Err` says why that
+    /// one shows nothing). `model/info` and `channels/incoming` for check:a are refused
+    /// unless a policy Request granting their capability came since, and was answered,
+    /// before the host's answer; only a result is a use (silence shows nothing).
+    async fn judge_additions(&mut self, again: Result<(), &str>, deadline: Instant) {
+        let mut probes = vec![(
+            ModelInfoRequest::NAME,
+            json!({}),
+            Capability::ModelInfo,
+            "model/info (modelInfo added)",
+        )];
+        if again.is_ok() {
+            probes.push((
+                ChannelsIncoming::NAME,
+                served::incoming("check:a"),
+                Capability::ChannelsIncoming,
+                "channels/incoming for check:a (channels.incoming advertised again)",
+            ));
+        }
+        let (mut refused, mut used, mut quiet) = (Vec::new(), Vec::new(), Vec::new());
+        for (method, params, needs, what) in probes {
+            let bound = self.bound_within(deadline);
+            if bound.is_zero() || self.closed {
+                break;
+            }
+            let reply = self.call_within(method, params, bound).await;
+            let granted = self.as_answered(|run| run.policy.allows(needs));
+            match reply {
+                Reply::Closed => return,
+                Reply::Error(e) => refused.push(format!("{what} refused {}", e.code)),
+                Reply::Result(_) if granted => refused.push(format!(
+                    "{what} answered once a policy Request granting {} was answered \
+                     (tell → receipt → activate)",
+                    needs.as_str()
+                )),
+                Reply::Result(r) => {
+                    let d = format!("{what} got {}", Reply::Result(r).describe());
+                    used.push(d);
+                }
+                other => quiet.push(format!("{what} got {}", other.describe())),
+            }
+        }
+        if !used.is_empty() {
+            let d = format!(
+                "{}, with no policy Request granting it since the fetched manifest advertised \
+                 it (§17.5 step 3: additions never auto-grant; §6.7: tell → receipt → activate)",
+                used.join("; ")
+            );
+            self.record(ADDITIONS, Status::Fail, d);
+        } else if !refused.is_empty() {
+            let mut d = format!("{} (not auto-granted)", refused.join("; "));
+            if let Err(why) = again {
+                d.push_str(&format!("; channels/incoming not probed: {why}"));
+            }
+            self.record(ADDITIONS, Status::Pass, d);
+        } else if !quiet.is_empty() {
+            let d = format!(
+                "{}: neither a use nor a refusal, so nothing is shown",
+                quiet.join("; ")
+            );
+            self.record(ADDITIONS, Status::Skip, d);
+        } else {
             let why =
                 format!("the manifest-change probes' budget ({PHASE_STEPS} × --timeout) ran out");
             self.record(ADDITIONS, Status::Skip, why);
-            return;
-        }
-        let reply = self
-            .call_within(ChannelsIncoming::NAME, served::incoming("check:a"), bound)
-            .await;
-        let granted = self.as_answered(|run| run.policy.allows(Capability::ChannelsIncoming));
-        match reply {
-            Reply::Closed => {}
-            Reply::Error(e) => {
-                let d = format!(
-                    "channels.incoming advertised again by the fetched manifest: channels/incoming \
-                     refused {} (not auto-granted)",
-                    e.code
-                );
-                self.record(ADDITIONS, Status::Pass, d);
-            }
-            Reply::Result(_) if granted => self.record(
-                ADDITIONS,
-                Status::Pass,
-                "channels.incoming advertised again: accepted once a policy Request granting it \
-                 was answered (tell → receipt → activate)",
-            ),
-            Reply::Result(r) => {
-                let d = format!(
-                    "channels.incoming, revoked and then advertised again by the fetched \
-                     manifest, was used with no policy Request granting it since: \
-                     channels/incoming for check:a got {} (§17.5 step 3: additions never \
-                     auto-grant; §6.7: tell → receipt → activate)",
-                    Reply::Result(r).describe()
-                );
-                self.record(ADDITIONS, Status::Fail, d);
-            }
-            other => {
-                let d = format!(
-                    "channels/incoming for check:a, after channels.incoming was advertised \
-                     again, got {}: neither a use nor a refusal",
-                    other.describe()
-                );
-                self.record(ADDITIONS, Status::Skip, d);
-            }
         }
     }
 

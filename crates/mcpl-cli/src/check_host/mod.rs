@@ -113,7 +113,7 @@ catalogue! {
     "host.manifest-unparseable-keeps-previous", "§17.5", "after one mcpl/manifest answer that is no manifest object, the previous manifest stands: no narrowing policy message, the connection kept, channels/list (granted before) still answered with a result";
     "host.manifest-removals-revoked", "§17.5", "once the host has read a fetched manifest removing channels.incoming and a feature set, a channels/incoming for its registered channel and a push under the removed set are refused with an error (§6.7: revoked at once, host-first)";
     "host.manifest-partial-removals-applied", "§17.5", "a fetched manifest that parses but declares sets invalidly still has its removals applied: a push under the feature set it removed is refused with an error";
-    "host.manifest-additions-not-granted", "§17.5", "a capability the host revoked and a fetched manifest advertises again is not used until a policy Request granting it is answered: channels/incoming for the registered channel is refused meanwhile (§6.7: tell → receipt → activate)";
+    "host.manifest-additions-not-granted", "§17.5", "a capability a fetched manifest adds (modelInfo, never advertised before) or advertises again after the host revoked it (channels.incoming) is not used until a policy Request granting it is answered: model/info and channels/incoming for the registered channel are refused meanwhile (§6.7: tell → receipt → activate)";
     "host.manifest-one-update-per-change", "§17.5", "at most one policy message follows one manifest change, not one per item (the receipt itself is host-internal, §17.6: only its wire consequence is judged; a warning)";
 }
 

@@ -109,8 +109,9 @@ pub(super) fn manifest_narrowed() -> Value {
 pub(super) const BROKEN_SETS: [&str; 2] = ["check.broken", "check.not-an-object"];
 
 /// The partially invalid manifest of the second change (§17.5 step 1): it parses, two of its
-/// declarations are invalid ([`BROKEN_SETS`]), it removes the second of [`GONE_SETS`], and
-/// it advertises `channels.incoming` again (an addition: never auto-granted).
+/// declarations are invalid ([`BROKEN_SETS`]), it removes the second of [`GONE_SETS`], it
+/// adds `modelInfo` and advertises `channels.incoming` again (additions: never
+/// auto-granted).
 pub(super) fn manifest_partial() -> Value {
     let mut m = manifest_narrowed();
     if let Some(o) = m.as_object_mut() {
@@ -119,6 +120,7 @@ pub(super) fn manifest_partial() -> Value {
             "channels".into(),
             json!({ "register": true, "incoming": true }),
         );
+        o.insert("modelInfo".into(), json!(true));
     }
     if let Some(sets) = m.get_mut("featureSets").and_then(Value::as_object_mut) {
         sets.remove(GONE_SETS[1]);
