@@ -218,7 +218,7 @@ impl Run {
         }
         // 2. A valid narrowing.
         let pushed = push_probe(GONE_SETS[0], "gone-1");
-        let push_gone = self.host_allows(PushEvent::NAME, &pushed);
+        let push_gone = self.host_rule(PushEvent::NAME, &pushed) == Ok(true);
         let incoming = self.channel_held && self.policy.allows(Capability::ChannelsIncoming);
         self.changes.serving = Serving::Manifest(narrowed);
         if let Some(why) = self.announce(&revision, deadline).await {
@@ -268,11 +268,11 @@ impl Run {
             "neither pushEvents (with the removed set available) nor channels.incoming (with a \
              registered channel) was granted before the change: no removal to see revoked",
         );
-        // 3. Partially invalid: one more removal, one addition.
+        // 3. Partially invalid: one more removal, two additions.
         let partial = served::manifest_partial();
         let revision = partial.get("revision").cloned().unwrap_or(Value::Null);
         let pushed = push_probe(GONE_SETS[1], "gone-2");
-        let push_gone = self.host_allows(PushEvent::NAME, &pushed);
+        let push_gone = self.host_rule(PushEvent::NAME, &pushed) == Ok(true);
         self.changes.serving = Serving::Manifest(partial);
         if let Some(why) = self.announce(&revision, deadline).await {
             return Some(why);
@@ -317,25 +317,6 @@ impl Run {
         self.judge_additions(again, deadline).await;
         counts.push(self.changes.since_fetch);
         None
-    }
-
-    /// Whether the library host's rule admits `method` with `params` under the policy this
-    /// server holds now (admitted and carried by the feature-set gate).
-    fn host_allows(&self, method: &str, params: &Value) -> bool {
-        let grant = self.policy.grant();
-        if mcpl::session::admit_at_host(method, Some(params), self.ready, grant).is_err() {
-            return false;
-        }
-        let statuses = self.policy.statuses();
-        let mut diags = Vec::new();
-        mcpl::session::rules::gate_tagged_request(
-            &mut diags,
-            method,
-            Some(params),
-            self.policy.declarations(),
-            &statuses,
-        )
-        .is_ok()
     }
 
     /// Sends `mcpl/manifestChanged` naming `revision` and awaits the host's fetch, within a

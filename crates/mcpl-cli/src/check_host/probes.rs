@@ -39,7 +39,7 @@ impl Run {
     /// §5.4, [`mcpl::session::admit_at_host`]), then the feature-set gate (§6.4 rule 2,
     /// §6.5, §6.6, [`mcpl::session::rules::gate_tagged_request`]). `Ok(true)`: admitted
     /// and carried; `Ok(false)`: admitted, refused by the gate; `Err`: not admitted.
-    fn host_rule(&self, method: &str, params: &Value) -> Result<bool, ()> {
+    pub(super) fn host_rule(&self, method: &str, params: &Value) -> Result<bool, ()> {
         let grant = self.policy.grant();
         mcpl::session::admit_at_host(method, Some(params), self.ready, grant).map_err(|_| ())?;
         let statuses = self.policy.statuses();
