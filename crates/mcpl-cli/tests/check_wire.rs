@@ -928,6 +928,40 @@ fn a_request_under_an_id_still_in_flight_fails_and_is_refused() {
     assert!(batch.iter().all(|a| a["id"] == "p"), "{batch:?}");
 }
 
+/// F8: two `ping`s under one id written back to back on two lines, both received before
+/// the checker wrote its answer to the first: the second is still in flight by the reading
+/// of JSON-RPC 2.0 §4 and MCPL §5 (its bytes arrived before the answer to the earlier one
+/// was written), so `rpc.in-flight-ids-unique` fails and the second is refused `-32600`,
+/// as `mcpl check-host` judges the same input. The checker had answered the first before it
+/// read the second, and passed.
+#[test]
+fn two_requests_under_one_id_received_before_either_answer_fail() {
+    let dir = std::env::temp_dir().join(format!("mcpl-check-wire-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let seen = dir.join("in-flight-lines-seen.txt");
+    let ping = r#"{"jsonrpc":"2.0","id":"r","method":"ping"}"#;
+    let script = format!(
+        "read l; printf '%s\\n%s\\n%s\\n' '{INIT}' '{ping}' '{ping}'; exec cat > '{}'",
+        seen.display()
+    );
+    let doc = check_script(&script);
+    assert_eq!(status(&doc, "rpc.in-flight-ids-unique"), "fail", "{doc:#}");
+    let d = detail(&doc, "rpc.in-flight-ids-unique");
+    assert!(
+        d.starts_with("1 of 2 request(s)") && d.contains(r#""r""#),
+        "{d}"
+    );
+    let written = std::fs::read_to_string(&seen).unwrap();
+    let answers: Vec<Value> = written
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["id"] == "r")
+        .collect();
+    assert_eq!(answers.len(), 2, "{written}");
+    assert_eq!(answers[0]["result"], serde_json::json!({}), "{answers:?}");
+    assert_eq!(answers[1]["error"]["code"], -32600, "{answers:?}");
+}
+
 /// The same id used again once its request was answered is MCP's session rule broken
 /// (`rpc.request-ids-unique` warns), not a reuse in flight: the server pings under `q`,
 /// reads the answer, and pings under `q` again; `rpc.in-flight-ids-unique` passes and the

@@ -38,7 +38,7 @@ mod event;
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -211,8 +211,17 @@ pub enum Dial {
     },
 }
 
+/// When an event arrived: the instant, and how many of the checker's frames the pump had
+/// written by then ([`Conn::written_before`]).
+type Stamp = (Instant, u64);
+
 /// One event from the pump: what arrived, the bytes it holds of the queue bound, and when.
-type Arrival = (Event, usize, Instant);
+type Arrival = (Event, usize, Stamp);
+
+/// The [`Stamp`] of an event arriving now, `written` frames of the checker's written.
+fn stamp(written: &AtomicU64) -> Stamp {
+    (Instant::now(), written.load(Ordering::SeqCst))
+}
 
 /// A live connection to the server under test.
 pub struct Conn {
@@ -231,6 +240,11 @@ pub struct Conn {
     queued: Arc<AtomicUsize>,
     /// Bytes of the frames sent and not yet written ([`UNSENT_BYTES`]).
     unsent: Arc<AtomicUsize>,
+    /// The checker's frames sent (queued for the pump), the last one's number.
+    sent: u64,
+    /// How many of the checker's frames were written when the event [`Conn::recv`] last
+    /// returned arrived.
+    written_before: std::cell::Cell<u64>,
     pump: Option<JoinHandle<()>>,
     transcript: Option<Transcript>,
     /// A spawned server's exit (`exit status: 3`), sent once it has exited.
@@ -263,7 +277,9 @@ impl Conn {
         let tr = transcript.clone();
         let queued = Arc::new(AtomicUsize::new(0));
         let unsent = Arc::new(AtomicUsize::new(0));
-        let counts = (queued.clone(), unsent.clone());
+        let written = Arc::new(AtomicU64::new(0));
+        // The checker's frames the pump has written, counted as each write returns.
+        let counts = (queued.clone(), unsent.clone(), written);
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let (exit_tx, exit_rx) = mpsc::channel::<String>();
         let stderr = Tail::default();
@@ -291,6 +307,8 @@ impl Conn {
                 held: std::cell::RefCell::new(None),
                 queued,
                 unsent,
+                sent: 0,
+                written_before: std::cell::Cell::new(0),
                 pump: Some(pump),
                 transcript,
                 exit: Some(exit_rx),
@@ -321,8 +339,23 @@ impl Conn {
         let sent = self.out.as_ref().and_then(|out| out.send(text).ok());
         if sent.is_none() {
             self.unsent.fetch_sub(len, Ordering::Relaxed);
+        } else {
+            self.sent = self.sent.saturating_add(1);
         }
         sent.ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "connection closed"))
+    }
+
+    /// The number of the last frame [`Conn::send`] queued (1 for the first; 0 before any).
+    pub fn sent_frames(&self) -> u64 {
+        self.sent
+    }
+
+    /// How many of the checker's frames (numbered as [`Conn::sent_frames`] numbers them)
+    /// the pump had written to the server when the event [`Conn::recv`] last returned
+    /// arrived: a frame numbered past it had not reached the server when the server's
+    /// bytes did, so the server had not read it.
+    pub fn written_before(&self) -> u64 {
+        self.written_before.get()
     }
 
     /// What the server has written of a line without its end yet, when it has (a start of
@@ -361,12 +394,13 @@ impl Conn {
         let wait = deadline.saturating_duration_since(Instant::now());
         let held = self.held.borrow_mut().take();
         match held.map_or_else(|| self.rx.recv_timeout(wait), Ok) {
-            Ok((e, cost, at)) if at > deadline => {
-                *self.held.borrow_mut() = Some((e, cost, at));
+            Ok((e, cost, (at, written))) if at > deadline => {
+                *self.held.borrow_mut() = Some((e, cost, (at, written)));
                 None
             }
-            Ok((e, cost, _)) => {
+            Ok((e, cost, (_, written))) => {
                 self.queued.fetch_sub(cost, Ordering::Relaxed);
+                self.written_before.set(written);
                 Some(e)
             }
             Err(RecvTimeoutError::Timeout) => None,
@@ -501,7 +535,7 @@ async fn pump(
     (mut out, mut asks): (UnboundedReceiver<String>, UnboundedReceiver<Ask>),
     transcript: Option<Transcript>,
     (bound, stopped): (Duration, tokio::sync::oneshot::Receiver<()>),
-    (queued, unsent): (Arc<AtomicUsize>, Arc<AtomicUsize>),
+    (queued, unsent, written): (Arc<AtomicUsize>, Arc<AtomicUsize>, Arc<AtomicU64>),
 ) {
     let Opened {
         transport,
@@ -590,7 +624,7 @@ async fn pump(
                     };
                     for (note, cost) in texts {
                         queued.fetch_add(cost, Ordering::Relaxed);
-                        if events.send((note, cost, Instant::now())).is_err() {
+                        if events.send((note, cost, stamp(&written))).is_err() {
                             break;
                         }
                     }
@@ -629,7 +663,7 @@ async fn pump(
                     if let Some(refused) = not_text_refusal(&reason, began, head) {
                         let cost = refused.held_bytes();
                         queued.fetch_add(cost, Ordering::Relaxed);
-                        if events.send((refused, cost, Instant::now())).is_err() {
+                        if events.send((refused, cost, stamp(&written))).is_err() {
                             break;
                         }
                     }
@@ -663,13 +697,13 @@ async fn pump(
             };
             let closed = matches!(event, Event::Closed(_));
             queued.fetch_add(cost, Ordering::Relaxed);
-            if events.send((event, cost, Instant::now())).is_err() || closed {
+            if events.send((event, cost, stamp(&written))).is_err() || closed {
                 break;
             }
             for event in after {
                 let cost = event.held_bytes();
                 queued.fetch_add(cost, Ordering::Relaxed);
-                if events.send((event, cost, Instant::now())).is_err() {
+                if events.send((event, cost, stamp(&written))).is_err() {
                     break;
                 }
             }
@@ -688,9 +722,12 @@ async fn pump(
         // The error of a failed write, if one failed.
         let write = async {
             while let Some(text) = out.recv().await {
-                let written = writer.send(&text).await;
+                let sent = writer.send(&text).await;
                 unsent.fetch_sub(text.len(), Ordering::Relaxed);
-                if let Err(e) = written {
+                // Counted as soon as the write returns, before any read of what the
+                // server wrote after reading it (one thread: nothing runs in between).
+                written.fetch_add(1, Ordering::SeqCst);
+                if let Err(e) = sent {
                     return Some(e.to_string());
                 }
             }
@@ -719,7 +756,7 @@ async fn pump(
                         let _ = events.send((
                             Event::Closed(format!("write failed: {e}")),
                             0,
-                            Instant::now(),
+                            stamp(&written),
                         ));
                     }
                 }

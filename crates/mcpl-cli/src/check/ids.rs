@@ -12,7 +12,7 @@
 //! `rpc.in-flight-ids-unique` and `host.in-flight-ids-unique` ([`InFlightIds`]) fail the
 //! stricter case: a request under the id of one still unanswered.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use mcpl::jsonrpc::RequestId;
 
@@ -107,24 +107,36 @@ impl RequestIds {
 /// Reading: MCP's base protocol has ids unique per session, and JSON-RPC 2.0 §5 pairs a
 /// response with its request by id alone, so two requests in flight under one id cannot both
 /// be answered where the sender can tell the answers apart; unlike a reuse after the answer
-/// (`*.request-ids-unique`, a warning) it fails. "In flight" is as the checker sees it: its
-/// answer not yet written when the second request is read (a batch gathered, an answer held
-/// on purpose). Bounded as [`RequestIds`]: at most [`MAX_IDS_KEPT`] open ids, each at most
-/// [`MAX_ID_TEXT`] bytes.
+/// (`*.request-ids-unique`, a warning) it fails. "In flight" is as the server could know
+/// it (JSON-RPC 2.0 §4, MCPL §5): a request is in flight until its answer is written, so one
+/// whose bytes arrived before the checker's answer to the earlier request under its id was
+/// written is a reuse in flight, however soon after it the checker read it (two requests
+/// written back to back, read one by one, the first answered in between: F8); one sent
+/// after the answer reached the server is not (a batch gathered, an answer held on purpose,
+/// are in flight until theirs are written). Bounded as [`RequestIds`]: at most
+/// [`MAX_IDS_KEPT`] open ids and as many answered ids whose answer was not yet written,
+/// each at most [`MAX_ID_TEXT`] bytes.
 #[derive(Debug, Default)]
 pub(crate) struct InFlightIds {
     open: HashSet<String>,
+    /// Ids answered by the checker, with the number of the frame that answered them
+    /// (`mcpl check`'s [`crate::check::conn::Conn::sent_frames`]), until a request arrives
+    /// that the server sent after reading that frame.
+    answering: HashMap<String, u64>,
     requests: u64,
     reused: u64,
     first: Option<String>,
 }
 
 impl InFlightIds {
-    /// Notes one request under `id`, now in flight; `true` (and counted) when a request
-    /// under `id` was already in flight.
-    pub(crate) fn opened(&mut self, id: &RequestId) -> bool {
+    /// Notes one request under `id`, now in flight, which arrived when the checker had
+    /// written `written` frames; `true` (and counted) when a request under `id` was
+    /// already in flight: not answered, or answered by a frame numbered past `written`
+    /// (the server had not read that answer when it sent this request).
+    pub(crate) fn opened(&mut self, id: &RequestId, written: u64) -> bool {
+        self.answering.retain(|_, frame| *frame > written);
         let text = id.to_string();
-        if self.open.contains(&text) {
+        if self.open.contains(&text) || self.answering.contains_key(&text) {
             self.reused(id);
             return true;
         }
@@ -140,9 +152,14 @@ impl InFlightIds {
         self.requests = self.requests.saturating_add(1);
     }
 
-    /// The request under `id` was answered: no longer in flight.
-    pub(crate) fn closed(&mut self, id: &RequestId) {
-        self.open.remove(&id.to_string());
+    /// The request under `id` was answered by the checker's frame numbered `frame`: in
+    /// flight until a request arrives that the server sent after that frame was written
+    /// ([`InFlightIds::opened`]).
+    pub(crate) fn answered(&mut self, id: &RequestId, frame: u64) {
+        let text = id.to_string();
+        if self.open.remove(&text) && self.answering.len() < MAX_IDS_KEPT {
+            self.answering.insert(text, frame);
+        }
     }
 
     /// Counts one request that came under `id` while a request under `id` was in flight.
@@ -217,11 +234,11 @@ mod tests {
         let mut ids = InFlightIds::default();
         assert_eq!(ids.verdict("server"), None);
         let p = RequestId::String("p".into());
-        assert!(!ids.opened(&p));
-        ids.closed(&p);
-        assert!(!ids.opened(&p));
+        assert!(!ids.opened(&p, 0));
+        ids.answered(&p, 1);
+        assert!(!ids.opened(&p, 1), "sent once the answer was written");
         assert_eq!(ids.verdict("server").map(|v| v.0), Some(Status::Pass));
-        assert!(ids.opened(&p));
+        assert!(ids.opened(&p, 1));
         let (status, d) = ids
             .verdict("server")
             .unwrap_or((Status::Skip, String::new()));
@@ -231,8 +248,26 @@ mod tests {
             "{d}"
         );
         for i in 0..(MAX_IDS_KEPT as i64 + 10) {
-            ids.opened(&RequestId::Number(i.into()));
+            ids.opened(&RequestId::Number(i.into()), 1);
         }
         assert_eq!(ids.open.len(), MAX_IDS_KEPT);
+    }
+
+    /// F8: a request whose bytes arrived before the answer to the earlier one under its id
+    /// was written (frame 3, 2 written) is a reuse in flight, though that answer was sent
+    /// before it was read; once frame 3 is written, the id is free.
+    #[test]
+    fn an_id_reused_before_its_answer_was_written_is_in_flight() {
+        let mut ids = InFlightIds::default();
+        let r = RequestId::String("r".into());
+        assert!(!ids.opened(&r, 2));
+        ids.answered(&r, 3);
+        assert!(ids.opened(&r, 2), "arrived before frame 3 was written");
+        assert_eq!(ids.verdict("server").map(|v| v.0), Some(Status::Fail));
+        let q = RequestId::String("q".into());
+        assert!(!ids.opened(&q, 3));
+        ids.answered(&q, 4);
+        assert!(!ids.opened(&q, 4), "arrived after frame 4 was written");
+        assert!(ids.answering.is_empty(), "{:?}", ids.answering);
     }
 }

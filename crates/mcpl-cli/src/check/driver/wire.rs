@@ -563,8 +563,10 @@ impl Session {
     }
 
     /// Sends `msg`, an answer or a batch of answers: the requests it answers are no longer
-    /// in flight.
+    /// in flight once the server could have read it ([`crate::check::ids::InFlightIds`]).
     pub(super) fn answer_now(&mut self, msg: Value) {
+        self.send(&msg);
+        let frame = self.conn.sent_frames();
         let answers = match &msg {
             Value::Array(a) => &a[..],
             one => std::slice::from_ref(one),
@@ -573,9 +575,8 @@ impl Session {
             .iter()
             .filter_map(|a| a.get("id").and_then(RequestId::from_value))
         {
-            self.in_flight.closed(&id);
+            self.in_flight.answered(&id, frame);
         }
-        self.send(&msg);
     }
 
     /// A message the server sent on its own: judged, and answered if it is a request.
@@ -598,7 +599,10 @@ impl Session {
             self.request_ids.note(id);
         }
         // MCP: an id is not reused while its request is in flight (`rpc.in-flight-ids-unique`).
-        let in_use = id.as_ref().is_some_and(|id| self.in_flight.opened(id));
+        let written = self.conn.written_before();
+        let in_use = id
+            .as_ref()
+            .is_some_and(|id| self.in_flight.opened(id, written));
         // §4.1: a notification-only method carries no id (mcpl/manifestChanged has its own
         // check, manifest.changed-is-notification).
         if method != ManifestChanged::NAME && vocabulary::notification_only(method) {
