@@ -1157,3 +1157,30 @@ fn a_batch_refused_for_what_follows_it_is_answered_under_each_id() {
         "{text}"
     );
 }
+
+/// An answer to the checker's request past the first 1,024 messages of one line (the
+/// library's `peer::DEFAULT_MAX_BATCH_ENTRIES`; MCP's stdio framing is one message per
+/// line) is refused unread, as the library's peer refuses it, and the request it answers
+/// ends at once, said in the peer's words ("more than 1024 messages"). It had waited out
+/// the timeout and been reported as silence.
+#[test]
+fn an_answer_past_the_messages_of_one_line_ends_its_wait_at_once() {
+    // Every request answered `{}`; the policy Request's answer comes after 1,024
+    // notifications on its line.
+    let notes = r#"{"jsonrpc":"2.0","method":"n"} "#.repeat(1024);
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; \
+         while read l; do \
+         id=$(printf '%s' \"$l\" | sed -n 's/^{{\"id\":\\([0-9]*\\),.*/\\1/p'); \
+         [ -z \"$id\" ] && continue; \
+         case \"$l\" in *featureSets/update*) \
+         printf '%s{{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{{}}}}\\n' '{notes}' \"$id\"; \
+         exec sleep 60;; esac; \
+         printf '{{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{{}}}}\\n' \"$id\"; \
+         done"
+    );
+    let doc = check_script(&script);
+    let d = detail(&doc, "policy.request-answered");
+    assert!(!d.contains("no response"), "{d}");
+    assert!(d.contains("more than 1024 messages"), "{d}");
+}

@@ -35,6 +35,7 @@
 
 mod classify;
 mod event;
+mod past;
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};

@@ -289,9 +289,14 @@ pub(super) fn text_events(
             for piece in several.values.iter().filter_map(|r| text.get(r.clone())) {
                 all.extend(text_events(piece, &received(piece), None, transcript));
             }
-            if past {
-                let limit = mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES.max(2);
-                all.push(with_cost(past_the_bound(limit)));
+            // Refused unread, an answer of the checker's there ending its wait now.
+            if let Some(rest) = several.refused_from.and_then(|at| text.get(at..)) {
+                let limit = mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES;
+                all.extend(
+                    super::past::past_answers(rest, limit)
+                        .into_iter()
+                        .map(with_cost),
+                );
             }
             return all;
         }
