@@ -1184,3 +1184,22 @@ fn an_answer_past_the_messages_of_one_line_ends_its_wait_at_once() {
     assert!(!d.contains("no response"), "{d}");
     assert!(d.contains("more than 1024 messages"), "{d}");
 }
+
+/// An `initialize` answer (it decides authority, §5.4) naming a member twice, in a batch
+/// whose earlier entry repeats a name too: the answer is judged on its own and refused
+/// whole, as the library's peer refuses it (`initialize.answered` fails, naming the
+/// answer's repeat). The checker saw only the frame's first repeat, in the harmless
+/// entry, and read the answer as its last copy.
+#[test]
+fn a_repeat_in_the_answer_behind_a_repeat_elsewhere_in_its_batch_is_refused() {
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","level":"info","data":"x"}}"#;
+    let init = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"experimental":{"mcpl":{"version":"0.5"}}},"serverInfo":{"name":"s","name":"t","version":"1"}}}"#;
+    let script = format!("read l; printf '%s\\n' '[{note},{init}]'; exec cat > /dev/null");
+    let doc = check_script(&script);
+    assert_eq!(status(&doc, "initialize.answered"), "fail", "{doc:#}");
+    let d = detail(&doc, "initialize.answered");
+    assert!(
+        d.contains(r#""name""#) && d.contains("decides authority"),
+        "{d}"
+    );
+}

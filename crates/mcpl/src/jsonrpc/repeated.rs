@@ -60,8 +60,9 @@ pub fn first_repeated_at(text: &str) -> Option<(Repeated, usize, usize)> {
 
 /// [`first_repeated`] of each entry of the JSON array in `text`, by its index in the array
 /// (every entry counts; paths start at the entry); empty for a text that is no array or does
-/// not parse. One pass over the text, as bounded as [`first_repeated`].
-pub(crate) fn first_repeated_each(text: &str) -> Vec<(usize, Repeated)> {
+/// not parse. One pass over the text, as bounded as [`first_repeated`]. The library's
+/// reading of a batch whose entry decides authority, and `mcpl check`'s.
+pub fn first_repeated_each(text: &str) -> Vec<(usize, Repeated)> {
     let mut de = serde_json::Deserializer::from_str(text);
     Each.deserialize(&mut de).unwrap_or_default()
 }

@@ -442,14 +442,37 @@ pub(super) fn not_text_refusal(
     })
 }
 
-/// The note that `text`, parsed into `event`, repeats a member name
-/// ([`crate::check::repeated::first_repeated`]); `None` for a frame that does not, or no frame.
-pub(super) fn repeated_name(text: &str, event: &Event) -> Option<Event> {
+/// The notes that `text`, parsed into `event`, repeats a member name: the frame's first
+/// repeat ([`crate::check::repeated::first_repeated`], [`Event::Repeated`]), then, for a
+/// batch, each entry's first ([`mcpl::jsonrpc::repeated::first_repeated_each`], the
+/// library's reading, [`Event::RepeatedInEntry`]; the first
+/// [`mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES`] entries, a longer batch being refused whole);
+/// none for a frame that does not repeat one, or no frame. A batch is scanned a second time
+/// only when the first scan found a repeat.
+pub(super) fn repeated_name(text: &str, event: &Event) -> Vec<Event> {
     let Event::Frame(v) = event else {
-        return None;
+        return Vec::new();
     };
-    let found = crate::check::repeated::first_repeated(text)?;
-    Some(Event::Repeated(crate::check::repeated::describe(&found, v)))
+    let Some(found) = crate::check::repeated::first_repeated(text) else {
+        return Vec::new();
+    };
+    let mut notes = vec![Event::Repeated(crate::check::repeated::describe(&found, v))];
+    if v.is_array() {
+        let each = mcpl::jsonrpc::repeated::first_repeated_each(text);
+        let limit = mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES;
+        notes.extend(each.into_iter().filter(|(entry, _)| *entry < limit).map(
+            |(entry, mut found)| {
+                found.path = match found.path.as_str() {
+                    "" => format!("[{entry}]"),
+                    p if p.starts_with('[') => format!("[{entry}]{p}"),
+                    p => format!("[{entry}].{p}"),
+                };
+                let what = crate::check::repeated::describe(&found, v);
+                Event::RepeatedInEntry { entry, what }
+            },
+        ));
+    }
+    notes
 }
 
 /// A frame the checker did not read (discarded by the transport, or refused unbuilt for
@@ -517,6 +540,7 @@ impl Event {
             | Event::Invalid(s)
             | Event::Closed(s)
             | Event::Repeated(s)
+            | Event::RepeatedInEntry { what: s, .. }
             | Event::Spread(s)
             | Event::Several(s)
             | Event::UnreadSome { why: s }

@@ -53,6 +53,12 @@ pub enum Event {
     /// The frame that follows (a [`Event::Frame`]) repeats a member name within one of its
     /// objects: what and where ([`crate::check::repeated::describe`]).
     Repeated(String),
+    /// The frame that follows is a batch whose entry `entry` repeats a member name within
+    /// one of its objects: the first such repeat in that entry, said as [`Event::Repeated`]
+    /// says one (its path from `[entry]`). Said for each entry that has one (at most
+    /// [`mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES`] entries are read), so an entry that decides
+    /// authority is judged on its own whatever an earlier entry repeats.
+    RepeatedInEntry { entry: usize, what: String },
     /// The frame that follows (a [`Event::Frame`]) was one message spread over several
     /// lines, joined ([`crate::check::spread`]): how many, and its start quoted.
     Spread(String),

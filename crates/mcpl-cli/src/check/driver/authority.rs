@@ -7,11 +7,13 @@
 //! saying why. `transport.member-names-unique` still warns about the repeat itself, as for
 //! any message.
 //!
-//! Reading for a batch: the repeat the frame reader reports is the first in the whole
-//! frame, with its path (`[2].result…` for the third entry); it refuses the answer only
-//! when it lies in the entry that answers, so a repeat elsewhere in the batch leaves the
-//! answer read. A later repeat inside that entry, behind an earlier one in another entry,
-//! is not seen (the reader reports one repeat a frame).
+//! Reading for a batch: each entry is judged on its own, as the library reads a batch
+//! (`jsonrpc::repeated::first_repeated_each`): the frame reader reports each entry's first
+//! repeat with its path (`[2].result…` for the third entry,
+//! [`crate::check::conn::Event::RepeatedInEntry`]), and the answer is refused only for a
+//! repeat in the entry that answers, so a repeat elsewhere in the batch leaves the answer
+//! read, and one in the answer is seen whatever an earlier entry repeats (it had been
+//! missed behind an earlier repeat elsewhere: the reader reported one repeat a frame).
 
 use super::*;
 
@@ -27,6 +29,10 @@ pub(super) struct Doubled {
     pending: Option<String>,
     /// Reported for the frame being handled.
     frame: Option<String>,
+    /// Each batch entry's first repeat, reported for the frame that comes next.
+    pending_entries: Vec<(usize, String)>,
+    /// The same, for the frame being handled.
+    frame_entries: Vec<(usize, String)>,
     /// Reported for the frame (or batch entry) that carried the awaited answer.
     answer: Option<String>,
 }
@@ -51,6 +57,13 @@ impl Session {
     /// A frame begins: the repeat reported for it, if any, is its own now.
     pub(super) fn frame_begins(&mut self) {
         self.doubled.frame = self.doubled.pending.take();
+        self.doubled.frame_entries = std::mem::take(&mut self.doubled.pending_entries);
+    }
+
+    /// The frame reader reported `what` as the first repeat in entry `entry` of the batch
+    /// that follows.
+    pub(super) fn entry_repeat_reported(&mut self, entry: usize, what: String) {
+        self.doubled.pending_entries.push((entry, what));
     }
 
     /// The awaited answer came in the frame being handled, as its batch entry `entry`
@@ -58,9 +71,14 @@ impl Session {
     /// answer's when it lies there.
     pub(super) fn awaited_in(&mut self, entry: Option<usize>) {
         let frame = self.doubled.frame.take();
+        let entries = std::mem::take(&mut self.doubled.frame_entries);
         self.doubled.answer = match entry {
             None => frame,
-            Some(i) => frame.filter(|what| in_entry(what, i)),
+            Some(i) => entries
+                .into_iter()
+                .find(|(at, _)| *at == i)
+                .map(|(_, what)| what)
+                .or_else(|| frame.filter(|what| in_entry(what, i))),
         };
     }
 

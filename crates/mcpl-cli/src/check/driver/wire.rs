@@ -319,6 +319,12 @@ impl Session {
                 self.repeated.push(what);
                 return Handled::Continue;
             }
+            // Judged with the entry only ([`super::authority`]); the frame's own
+            // [`Event::Repeated`] is what `transport.member-names-unique` lists.
+            Event::RepeatedInEntry { entry, what } => {
+                self.entry_repeat_reported(entry, what);
+                return Handled::Continue;
+            }
             Event::Spread(said) => {
                 self.spread.push(said);
                 return Handled::Continue;
