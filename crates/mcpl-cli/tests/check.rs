@@ -665,8 +665,9 @@ fn mcp_a_request_id_reused_within_the_session_warns() {
 
 /// MCP's base protocol: an id is not reused while its request is in flight. The same two
 /// pushes under `s-push` in one batch (the first unanswered when the second is read) fail
-/// `rpc.in-flight-ids-unique`, beside `rpc.request-ids-unique`'s warning; sent one after the
-/// other (`reused-ids`, above) they only warn.
+/// `rpc.in-flight-ids-unique`, beside `rpc.request-ids-unique`'s warning; the second sent
+/// once the first's answer was read (`reused-ids`, above) they only warn (two written back
+/// to back, both read before either answer is written, are in flight: `check_wire`).
 #[test]
 fn mcp_a_request_id_reused_in_flight_fails() {
     let doc = fails_exactly("reused-ids-in-flight", &["rpc.in-flight-ids-unique"]);
