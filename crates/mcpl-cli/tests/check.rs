@@ -1451,6 +1451,8 @@ fn reference_server_passes_every_check() {
             "policy.no-privileged-unless-accepted",
             // It sends no notification-only method but mcpl/manifestChanged (§4.1).
             "rpc.notifications-have-no-id",
+            // Its manifest change (add_topic) revokes nothing (§17.5 step 3).
+            "manifest.revocation-answered",
         ]),
         "{doc:#}"
     );

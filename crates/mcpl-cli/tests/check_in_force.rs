@@ -82,6 +82,75 @@ fn a_push_under_what_the_fetched_manifest_withdrew_fails() {
     assert_eq!(code, 1);
 }
 
+/// §17.5 step 3, §6.7: a removal by the served manifest revokes host-first, then the host
+/// sends the Request and reads the receipt. The checker applied the withdrawal and never
+/// told the server; it now sends a `featureSets/update` Request once the served manifest
+/// is read (no longer granting `pushEvents`), and `manifest.revocation-answered` passes on
+/// the library server's receipt.
+#[test]
+fn a_withdrawal_by_the_served_manifest_is_told_by_a_policy_request() {
+    let dir = std::env::temp_dir().join(format!("mcpl-in-force-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("revocation.jsonl");
+    let (_, doc) = scripted(
+        "withdraws-push",
+        &["--quick", "--transcript", path.to_str().unwrap()],
+    );
+    let lines: Vec<Value> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let mut methods = std::collections::HashMap::new();
+    let mut fetched = false;
+    let mut told = None;
+    for line in &lines {
+        let m = &line["message"];
+        match line["direction"].as_str() {
+            Some("sent") if m["method"].is_string() && !m["id"].is_null() => {
+                methods.insert(m["id"].to_string(), m["method"].clone());
+                if fetched && m["method"] == "featureSets/update" && told.is_none() {
+                    told = Some(m["params"].clone());
+                }
+            }
+            Some("received") if m["method"].is_null() => {
+                fetched |= methods.get(&m["id"].to_string()) == Some(&Value::from("mcpl/manifest"));
+            }
+            _ => {}
+        }
+    }
+    let told = told.unwrap_or_else(|| panic!("no policy Request after the fetch: {lines:#?}"));
+    assert!(
+        !told.to_string().contains("pushEvents\"")
+            || told["deniedCapabilities"]
+                .to_string()
+                .contains("pushEvents"),
+        "the Request grants what the manifest withdrew: {told}"
+    );
+    assert_eq!(
+        status(&doc, "manifest.revocation-answered"),
+        "pass",
+        "{doc:#}"
+    );
+    let d = detail(&doc, "manifest.revocation-answered");
+    assert!(d.contains("pushEvents"), "{d}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The same withdrawal, told to a server that leaves the Request unanswered:
+/// `manifest.revocation-answered` fails, saying no answer came.
+#[test]
+fn a_revocation_request_left_unanswered_fails() {
+    let (_, doc) = scripted("withdraws-push-unanswered", &["--quick"]);
+    assert_eq!(
+        status(&doc, "manifest.revocation-answered"),
+        "fail",
+        "{doc:#}"
+    );
+    let d = detail(&doc, "manifest.revocation-answered");
+    assert!(d.contains("pushEvents") && d.contains("no response"), "{d}");
+}
+
 /// The same withdrawal in a manifest past the host's feature-set bound (2,000 more sets):
 /// the library host reads only its removals (`ManifestReview::on_fetched_past_bound`, §17.5
 /// step 1: a manifest it will not read whole must not leave broader authority standing), and

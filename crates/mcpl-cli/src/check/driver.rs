@@ -638,6 +638,9 @@ impl Session {
         self.quiet_windows(&host_grant);
         self.policy_sent = true;
         self.policy(&host_grant, &sets, &[]);
+        // Held from here: a revocation by the served manifest is told on this grant
+        // (§17.5 step 3, [`Session::tell_revocation`]).
+        self.host_grant = Some(self.grant_in_force(host_grant));
         self.settle();
         if !self.after_policy_exchange() {
             return;
@@ -850,6 +853,7 @@ const MCPL_BEHAVIOUR_IDS: &[&str] = &[
     "channels.unknown-channel-error",
     "policy.reduction-answered",
     "policy.reduction-respected",
+    "manifest.revocation-answered",
     "policy.notification-narrowing-respected",
     "policy.notification-not-ready",
     "policy.contradiction-rejected",

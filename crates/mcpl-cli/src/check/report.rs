@@ -127,6 +127,7 @@ catalogue! {
     "manifest.changed-is-notification", "§17.3", "mcpl/manifestChanged is sent as a Notification (no id)";
     "manifest.changed-revision-matches", "§17.3", "the announced revision is the digest of the manifest then served";
     "manifest.changed-domains-match", "§17.3", "the announced domains cover every domain that changed (absent ≠ empty)";
+    "manifest.revocation-answered", "§17.5", "after the served manifest removes what the grant held, the policy Request that tells it (host-first, then Request and receipt, §6.7) is answered with a receipt";
     "rpc.unknown-method-errors", "§6.6", "an unknown method gets an error (-32601), not silence";
     "rpc.ping-answered", "§6.6", "a ping gets an answer (MCP: an empty result; an error, or a result that is no object, warns), never silence";
     "rpc.unknown-members-ignored", "§8", "a request with an unknown params member is answered as without it";

@@ -6,11 +6,15 @@
 //! grant anything (the grant is only ever intersected with what is advertised now), and a
 //! manifest that does not parse leaves the previous one standing.
 //!
-//! Reading: §17.5 step 3 has the host then tell the reduction by Request (§6.7); the
-//! checker does not, as the server removed these itself and needs no telling (the library
-//! host's Request would only repeat it). What the server sends afterwards under what it
-//! removed is its own defect, judged by the checks that judge the same use under a grant
-//! that never held it.
+//! §17.5 step 3: a removal revokes host-first, then the Request and its receipt (§6.7: a
+//! Request for any change to the effective grant). Once ready, the checker applies what the
+//! served manifest took away first, then tells it by a `featureSets/update` Request with
+//! the grant and selection now in force ([`Session::tell_revocation`]), and judges the
+//! answer under `manifest.revocation-answered` as the reduction probe judges its own (a
+//! receipt, well-formed, a refusal naming its fallback; an accepted one against the host's
+//! derivation). Before the first policy nothing is told: that policy carries the grant in
+//! force. What the server sends afterwards under what it removed is its own defect, judged
+//! by the checks that judge the same use under a grant that never held it.
 
 use std::collections::BTreeSet;
 use std::time::SystemTime;
@@ -19,6 +23,8 @@ use mcpl::capability::{CapabilitySet, Grant};
 use mcpl::manifest::review::ManifestReview;
 use mcpl::manifest::DEFAULT_MAX_FEATURE_SETS as MAX_FEATURE_SETS;
 use mcpl::policy::{self, FeatureSetStatus, HostGrant};
+use mcpl::protocol::feature_sets::FeatureSetsUpdate;
+use mcpl::protocol::Method;
 use serde_json::Value;
 
 use super::*;
@@ -36,6 +42,10 @@ pub(super) struct InForce {
     /// (at most the sets of the initial manifest, which the feature-set bound bounds).
     undeclared: BTreeSet<String>,
 }
+
+/// The check judging the answer to the policy Request that tells what the served manifest
+/// revoked ([`Session::tell_revocation`]).
+pub(super) const REVOCATION_ANSWERED: &str = "manifest.revocation-answered";
 
 /// How a detail says that the manifest in force took something away.
 const WITHDRAWN: &str =
@@ -62,6 +72,7 @@ impl Session {
         };
         let before = review.advertised();
         let declared_before: Vec<String> = review.declarations().sets.keys().cloned().collect();
+        let (grant_before, undeclared_before) = (self.grant, self.in_force.undeclared.len());
         // Past the feature-set bound only its removals apply, as in the library host
         // (`on_fetched_past_bound`: the sets in force are read, the fetched ones not built).
         let within = mcpl::manifest::feature_set_count(fetched) <= MAX_FEATURE_SETS;
@@ -98,6 +109,87 @@ impl Session {
         }
         self.decls = decls;
         self.statuses = self.statuses_in_force();
+        let revoked = grant_before
+            .capabilities()
+            .difference(self.grant.capabilities());
+        if revoked != CapabilitySet::EMPTY || self.in_force.undeclared.len() > undeclared_before {
+            self.tell_revocation(revoked);
+        }
+    }
+
+    /// §17.5 step 3, §6.7: what the served manifest revoked (`revoked`, from the grant; the
+    /// sets it no longer declares) has taken effect; now the server is told by a
+    /// `featureSets/update` Request carrying the grant in force and the sets disabled so
+    /// far, and its answer is judged under [`REVOCATION_ANSWERED`]. Nothing is told before
+    /// the session is ready (no policy in force: the first one carries the grant in force).
+    fn tell_revocation(&mut self, revoked: CapabilitySet) {
+        let Some(hg) = self
+            .host_grant
+            .filter(|_| self.ready && self.closed.is_none())
+        else {
+            return;
+        };
+        let narrowed = HostGrant {
+            advertised: hg.advertised,
+            effective: self.grant,
+            denied: hg.advertised.difference(self.grant.capabilities()),
+        };
+        let disabled: Vec<String> = self
+            .reduced
+            .union(&self.notified_disabled)
+            .filter(|s| self.decls.sets.contains_key(*s))
+            .cloned()
+            .collect();
+        let params = self.policy_params(&narrowed, &disabled);
+        let mut parts = Vec::new();
+        if revoked != CapabilitySet::EMPTY {
+            parts.push(format!("revoking {}", revoked.sorted_paths().join(", ")));
+        }
+        if !self.in_force.undeclared.is_empty() {
+            let sets: Vec<&str> = self
+                .in_force
+                .undeclared
+                .iter()
+                .map(String::as_str)
+                .collect();
+            parts.push(format!("no longer declaring {}", sets.join(", ")));
+        }
+        let what = format!(
+            "the policy Request telling what the served manifest withdrew ({})",
+            parts.join(" and ")
+        );
+        let statuses = super::negotiation::derivation(&self.decls, &params);
+        let (status, detail) = match self.request(FeatureSetsUpdate::NAME, params) {
+            Reply::Result(r) => {
+                let report = policy::parse_receipt(&r);
+                if report.accepted == Some(true) {
+                    self.judge_receipt(&report, &statuses, "the revocation by the manifest");
+                }
+                let (mut defects, fallback, _) = crate::check::inspect::receipt_defects(&report);
+                if report.accepted == Some(false) {
+                    defects.extend(fallback);
+                }
+                match (defects.is_empty(), report.accepted) {
+                    (true, Some(false)) => (
+                        Status::Pass,
+                        format!("{what}: refused, naming its fallback"),
+                    ),
+                    (true, _) => (Status::Pass, format!("{what}: receipt accepted")),
+                    (false, _) => (Status::Fail, format!("{what}: {}", defects.join("; "))),
+                }
+            }
+            Reply::Error(e) => (
+                Status::Fail,
+                format!(
+                    "{what}: answered with error {} {:?}, not a degradation receipt",
+                    e.code, e.message
+                ),
+            ),
+            other => (Status::Fail, format!("{what}: got {}", other.describe())),
+        };
+        self.rec.record(REVOCATION_ANSWERED, status, detail);
+        // What came with the receipt is judged as after it.
+        self.settle();
     }
 
     /// `hg` as the manifest in force leaves it (what it no longer advertises is neither

@@ -477,6 +477,11 @@ impl Session {
             }
             None => {}
         }
+        if first && !self.rec.has(super::in_force::REVOCATION_ANSWERED) {
+            let d = "no manifest mcpl/manifest served once ready removed what the grant held";
+            self.rec
+                .record(super::in_force::REVOCATION_ANSWERED, Status::Skip, d);
+        }
         // §6.7: what came under the set disabled by Notification after that probe's verdict
         // (and before the reduction was answered, which then judges it) is still its finding.
         if !self.narrowing_violations.is_empty() {
