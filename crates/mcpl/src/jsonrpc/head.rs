@@ -375,6 +375,27 @@ pub fn refusal_of(kept: &[u8], whole_text: bool) -> Refusal {
 pub(crate) const POLICY: &str =
     <crate::protocol::feature_sets::FeatureSetsUpdate as crate::protocol::Method>::NAME;
 
+/// Whether `written`, a JSON string as written (its quotes and any escapes: an envelope's
+/// `method` value), is the policy's method (§6.7) as a parser reads it: `"featureSets\/update"`
+/// and `"featureSets\u002fupdate"` are, as a message taken with either is the policy.
+/// Bounded by what is passed (an envelope keeps at most `envelope::MAX_VALUE_BYTES`).
+pub(crate) fn is_policy_written(written: &[u8]) -> bool {
+    if written == super::envelope::batch::POLICY_WRITTEN.as_bytes() {
+        return true;
+    }
+    memchr::memchr(b'\\', written).is_some()
+        && serde_json::from_slice::<Cow<'_, str>>(written).is_ok_and(|m| m == POLICY)
+}
+
+/// Whether `text` may name the policy's method anywhere: its bytes as written, or an escape
+/// (`\`), without which the name has no other spelling (RFC 8259 §7). The one look before
+/// a refused text is read for the policy ([`policy_in`]); one that fails it is not the
+/// policy, nor holds it.
+#[cfg(any(feature = "runtime", test))]
+pub(crate) fn may_name_policy(text: &[u8]) -> bool {
+    memchr::memmem::find(text, POLICY.as_bytes()).is_some() || memchr::memchr(b'\\', text).is_some()
+}
+
 // Read by the peer's refusals (`peer::refused`, `peer::text`, `peer::unparsed`).
 #[cfg(feature = "runtime")]
 impl Head {
@@ -393,12 +414,14 @@ impl Head {
 /// The one reading of whether `text`, refused unread, shows the policy message (§6.7), and
 /// in which form: a single object by its envelope ([`Head::policy_form`]); a batch by each
 /// object entry's envelope (`envelope::batch_entries`, as far as the batch reads), a
-/// Request before a Notification. Looked at only when the text holds the method's name at
-/// all (one bounded search), so another message costs one scan of its bytes.
+/// Request before a Notification. The method is read unescaped, as a parser reads it
+/// (`"featureSets\/update"` is the policy). Looked at only when the text may name the method
+/// at all ([`may_name_policy`]: its name as written, or an escape), so another message costs
+/// a scan of its bytes.
 #[cfg(feature = "runtime")]
 pub(crate) fn policy_in(text: &str) -> Option<crate::policy::Form> {
     use crate::policy::Form;
-    if !text.contains(POLICY) {
+    if !may_name_policy(text.as_bytes()) {
         return None;
     }
     let head = Head::read_str(text);
@@ -492,6 +515,30 @@ mod tests {
             read(r#"{"id":2.0,"id":3,"result":1}"#).id,
             IdSeen::Id(RequestId::from(3_u64))
         );
+    }
+
+    /// §6.7: the policy's method written with escapes is the policy, as a parser reads it;
+    /// a text that may spell it at all is looked at (its name, or an escape).
+    #[test]
+    fn s6_7_the_policy_written_with_escapes_is_the_policy() {
+        for written in [
+            r#""featureSets/update""#,
+            r#""featureSets\/update""#,
+            r#""featureSets\u002fupdate""#,
+            r#""\u0066eatureSets\u002Fupdate""#,
+        ] {
+            assert!(is_policy_written(written.as_bytes()), "{written}");
+            assert!(may_name_policy(written.as_bytes()), "{written}");
+        }
+        for written in [
+            r#""featureSets/updat""#,
+            r#""featureSets\/updatE""#,
+            "null",
+            r#""x"#,
+        ] {
+            assert!(!is_policy_written(written.as_bytes()), "{written}");
+        }
+        assert!(!may_name_policy(br#"{"method":"tools/call"}"#));
     }
 
     /// Only top-level members count, their names unescaped.

@@ -129,9 +129,15 @@ impl Discarded {
             return failed;
         }
         let limit = shared.config.max_batch_entries.max(2);
-        let refused_past = rest.len() >= limit;
+        // The mark of a policy among the messages not kept is no message.
+        let marks = rest
+            .iter()
+            .filter(|p| crate::jsonrpc::envelope::batch::policy_not_kept(p).is_some())
+            .count();
+        let messages = rest.len() - marks;
+        let refused_past = messages >= limit;
         shared.diagnose(Diagnostic::SeveralOnALine {
-            count: rest.len().min(limit - 1) + 1,
+            count: messages.min(limit - 1) + 1,
             refused_past,
         });
         let mut past = Vec::new();
@@ -139,8 +145,20 @@ impl Discarded {
         // answers it itself (§6.4 fail closed) before the failures of ours there.
         let owner = super::reader::refusing_policy(shared, Some(crate::jsonrpc::head::POLICY));
         let mut policy = None;
+        let mut told = false;
         for (i, piece) in rest.into_iter().enumerate() {
-            if piece == crate::jsonrpc::envelope::batch::UNKEPT {
+            if let Some(form) = crate::jsonrpc::envelope::batch::policy_not_kept(&piece) {
+                // Among the messages not kept (the mark comes after every piece kept):
+                // told now, before the failures of ours they may hide.
+                if owner {
+                    policy = Some(match policy {
+                        Some(crate::policy::Form::Request) => crate::policy::Form::Request,
+                        _ => form,
+                    });
+                    failed.extend(policy.map(Parsed::PolicyUnread));
+                    told = true;
+                }
+            } else if piece == crate::jsonrpc::envelope::batch::UNKEPT {
                 failed.extend(fail_outstanding(shared, why));
                 // The requests among those not kept are answered too, once, under a null
                 // id (past the message bound, its own reply below says it).
@@ -163,7 +181,7 @@ impl Discarded {
         }
         if refused_past {
             let _ = replies.send(super::pieces::refused_past_reply(limit));
-            failed.extend(policy.map(Parsed::PolicyUnread));
+            failed.extend(policy.filter(|_| !told).map(Parsed::PolicyUnread));
             failed.extend(super::reader::fail_refused(shared, past, why));
         }
         failed

@@ -377,15 +377,15 @@ pub(super) struct Past {
 /// each object (`envelope::BatchSighted::several_all`, within `MAX_BATCH_SUMMARY_BYTES` of
 /// summaries; past them every request of ours outstanding), bounded by the requests
 /// outstanding. And the policy message there (§6.7, §6.4 fail closed: it may hide a
-/// narrowing), by each object's envelope (`Head::policy_form`, the one reading); past the
-/// summaries kept, the text naming the method at all counts as a Request.
+/// narrowing), by each object's envelope (`Head::policy_form`, the one reading), those past
+/// the summaries kept too (each read by its envelope all the same).
 fn ours_past_the_bound(shared: &Shared, past: &[u8]) -> Past {
     let mut sighted = crate::jsonrpc::envelope::batch::BatchSighted::several_all();
     sighted.feed(past);
-    let (pieces, unkept) = sighted.several_pieces(true);
+    let (pieces, unkept, policy_unkept) = sighted.several_pieces(true);
     let owner = super::reader::refusing_policy(shared, Some(POLICY));
     let mut ours = Vec::new();
-    let mut policy = None;
+    let mut policy = policy_unkept.filter(|_| owner);
     for piece in pieces {
         let head = Head::read(&piece);
         if owner && policy != Some(crate::policy::Form::Request) {
@@ -404,10 +404,6 @@ fn ours_past_the_bound(shared: &Shared, past: &[u8]) -> Past {
             if !ours.contains(&id) {
                 ours.push(id);
             }
-        }
-        let named = memchr::memmem::find(past, POLICY.as_bytes()).is_some();
-        if owner && policy.is_none() && named {
-            policy = Some(crate::policy::Form::Request);
         }
     }
     Past { ours, policy }

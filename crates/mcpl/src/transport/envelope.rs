@@ -30,6 +30,8 @@ pub(crate) struct Rest {
     pub(crate) pieces: Vec<Vec<u8>>,
     /// Some were not kept.
     pub(crate) unkept: bool,
+    /// A policy message (§6.7) among those not kept, in its stronger form.
+    pub(crate) policy: Option<crate::policy::Form>,
 }
 
 impl Default for Sighted {
@@ -79,22 +81,32 @@ impl Sighted {
     /// message too, each request answered under its id and each response of the peer's
     /// ending its request, none left to its deadline.
     pub(crate) fn head_and_rest(self, ended: bool) -> (Vec<u8>, Rest) {
-        let (pieces, unkept) = self.several.several_pieces(ended);
+        let (pieces, unkept, policy) = self.several.several_pieces(ended);
         let head = self
             .envelope
             .summary(ended)
             .or_else(|| self.batch.summary())
             .unwrap_or(self.first);
-        (head, Rest { pieces, unkept })
+        (
+            head,
+            Rest {
+                pieces,
+                unkept,
+                policy,
+            },
+        )
     }
 }
 
 /// What a reader keeps of a line it refused: [`Sighted::head_and_rest`], the rest as
 /// `FrameReader::discarded_rest` gives it (the `"responses not kept"` mark last when some
-/// found no room).
+/// found no room, after the mark of a policy message among those, `batch::policy_mark`).
 pub(crate) fn kept(sighted: Sighted, ended: bool) -> (Vec<u8>, Vec<Vec<u8>>) {
     let (head, rest) = sighted.head_and_rest(ended);
     let mut pieces = rest.pieces;
+    if let Some(form) = rest.policy {
+        pieces.push(batch::policy_mark(form).to_vec());
+    }
     if rest.unkept {
         pieces.push(batch::UNKEPT.to_vec());
     }

@@ -140,7 +140,9 @@ pub trait FrameReader: Send {
     /// reads a held line of several each alone): the envelope summary of each object after
     /// the first, in order, as [`Self::discarded_head`] writes one, so each is handled as
     /// if it had come alone and been refused. When some found no room, the last entry is
-    /// the JSON string `"responses not kept"`. Empty for a reader that keeps none (the
+    /// the JSON string `"responses not kept"`, after the string `"policy request not
+    /// kept"` or `"policy notification not kept"` when a policy message (§6.7) was among
+    /// those (each still read by its envelope). Empty for a reader that keeps none (the
     /// default); a reader wrapping another forwards it.
     fn discarded_rest(&self) -> &[Vec<u8>] {
         &[]

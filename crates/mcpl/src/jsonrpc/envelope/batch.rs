@@ -7,6 +7,7 @@
 //! request waiting.
 
 use super::{At, Envelope, Lead};
+use crate::policy::Form;
 
 /// The most bytes of entry summaries kept of one refused batch (64 KiB: about 1,400
 /// answers with short ids). Entries past it are not kept: the summary then begins with
@@ -26,6 +27,59 @@ pub(crate) const NOT_ONLY_RESPONSES: &[u8] = b"\"not only responses\"";
 
 /// The policy message's method (§6.7) as a JSON string, as an envelope keeps it.
 pub(crate) const POLICY_WRITTEN: &str = "\"featureSets/update\"";
+
+/// The summary a batch's reader writes for a policy Request (§6.7) among the entries it had
+/// no room to keep ([`MAX_BATCH_SUMMARY_BYTES`]): its id in doubt (none is kept), read
+/// again as the policy Request (`Head::policy_form`).
+const POLICY_REQUEST_NOT_KEPT: &[u8] = br#"{"id":null,"method":"featureSets/update"}"#;
+
+/// The same for a policy Notification (no `id` member) among the entries not kept.
+const POLICY_NOTIFICATION_NOT_KEPT: &[u8] = br#"{"method":"featureSets/update"}"#;
+
+/// The piece a reader of several messages on one line adds (before [`UNKEPT`]) when a
+/// policy Request was among the messages it had no room to keep: a string, which no
+/// summary is, so nothing else reads as it ([`policy_not_kept`]).
+const POLICY_REQUEST_MARK: &[u8] = b"\"policy request not kept\"";
+
+/// The same for a policy Notification among them.
+const POLICY_NOTIFICATION_MARK: &[u8] = b"\"policy notification not kept\"";
+
+/// The mark of a policy message (§6.7) among the messages of a line not kept, in its form.
+pub(crate) fn policy_mark(form: Form) -> &'static [u8] {
+    match form {
+        Form::Request => POLICY_REQUEST_MARK,
+        Form::Notification => POLICY_NOTIFICATION_MARK,
+    }
+}
+
+/// The form of the policy message a piece of a line's rest marks as not kept
+/// ([`policy_mark`]), if it is such a mark.
+pub(crate) fn policy_not_kept(piece: &[u8]) -> Option<Form> {
+    match piece {
+        POLICY_REQUEST_MARK => Some(Form::Request),
+        POLICY_NOTIFICATION_MARK => Some(Form::Notification),
+        _ => None,
+    }
+}
+
+/// The form of the policy message an entry's envelope shows (§6.7; its method read as a
+/// parser reads it, `jsonrpc::head::is_policy_written`): a Request when it names `id`.
+fn policy_of(envelope: &Envelope) -> Option<Form> {
+    let method = envelope.method.as_ref().and_then(|m| m.as_deref())?;
+    crate::jsonrpc::head::is_policy_written(method).then_some(if envelope.ids > 0 {
+        Form::Request
+    } else {
+        Form::Notification
+    })
+}
+
+/// The stronger of two forms seen: a Request (which may set the grant) over a Notification.
+fn stronger(a: Option<Form>, b: Option<Form>) -> Option<Form> {
+    match (a, b) {
+        (Some(Form::Request), _) | (_, Some(Form::Request)) => Some(Form::Request),
+        (a, b) => a.or(b),
+    }
+}
 
 /// Whether `text`, a JSON array (a batch, or a batch's summary as
 /// [`BatchSighted::summary`] writes it), holds responses only, read to its end: one entry
@@ -94,6 +148,10 @@ pub(crate) struct BatchSighted {
     /// The summary of each object after the first (several mode), within
     /// [`MAX_BATCH_SUMMARY_BYTES`] in all.
     pieces: Vec<Vec<u8>>,
+    /// A policy message (§6.7) among the entries not kept, in its stronger form: every
+    /// entry is read as it streams past, kept or not, so one past the room is still told
+    /// ([`POLICY_REQUEST_NOT_KEPT`], [`policy_mark`]).
+    policy_unkept: Option<Form>,
 }
 
 impl Default for BatchSighted {
@@ -109,6 +167,7 @@ impl Default for BatchSighted {
             several: false,
             objects: 0,
             pieces: Vec::new(),
+            policy_unkept: None,
         }
     }
 }
@@ -143,13 +202,9 @@ impl BatchSighted {
         while let Some((&b, after)) = rest.split_first() {
             match &mut self.step {
                 Step::Done => return,
-                // Several mode: an object begins (its `{` is the envelope's to read).
-                // Several mode, past what the summaries have room for: nothing more is kept,
-                // so nothing more is read (each further object would cost its envelope).
-                Step::After if self.several && self.unkept => {
-                    self.step = Step::Done;
-                    return;
-                }
+                // Several mode: an object begins (its `{` is the envelope's to read). Past
+                // what the summaries have room for, each object is still read by its
+                // envelope, for a policy message among them (§6.7, §6.4 fail closed).
                 Step::Start | Step::After if self.several && b == b'{' => {
                     let start = matches!(self.step, Step::Start);
                     if start && self.lead.step(b) != Some(b'{') {
@@ -269,15 +324,22 @@ impl BatchSighted {
         };
         if self.several {
             // Every object after the first (the line's own envelope reads that one).
-            let kept: usize = self.pieces.iter().map(Vec::len).sum();
-            let summary = (self.objects > 1)
-                .then(|| envelope.summary(ended))
-                .flatten();
-            match summary {
-                Some(s) if kept + s.len() > MAX_BATCH_SUMMARY_BYTES => self.unkept = true,
-                Some(s) => self.pieces.push(s),
-                None => {}
+            if self.objects <= 1 {
+                return;
             }
+            if !self.unkept {
+                let kept: usize = self.pieces.iter().map(Vec::len).sum();
+                match envelope.summary(ended) {
+                    Some(s) if kept + s.len() > MAX_BATCH_SUMMARY_BYTES => self.unkept = true,
+                    Some(s) => {
+                        self.pieces.push(s);
+                        return;
+                    }
+                    None => return,
+                }
+            }
+            // Not kept: a policy message among them is still told.
+            self.policy_unkept = stronger(self.policy_unkept, policy_of(envelope));
             return;
         }
         if envelope.outcome && !envelope.method_named {
@@ -288,15 +350,17 @@ impl BatchSighted {
         let response = envelope.outcome || (!envelope.method_named && envelope.id.is_some());
         // The policy message (§6.7) is kept too: a batch refused unread that held it may
         // hide a narrowing, which its reader must fail closed on (`jsonrpc::head::policy_in`
-        // reads the summary as it reads a batch's text). Its method as written, unescaped.
-        let policy =
-            envelope.method.as_ref().and_then(|m| m.as_deref()) == Some(POLICY_WRITTEN.as_bytes());
-        let kept = response || policy;
+        // reads the summary as it reads a batch's text). Its method read as a parser reads
+        // it (escapes undone).
+        let policy = policy_of(envelope);
+        let kept = response || policy.is_some();
         let Some(summary) = kept.then(|| envelope.summary(ended)).flatten() else {
             return;
         };
         if self.kept.len() + summary.len() + 2 > MAX_BATCH_SUMMARY_BYTES {
             self.unkept = true;
+            // Past the room, a policy entry is still told ([`BatchSighted::summary`]).
+            self.policy_unkept = stronger(self.policy_unkept, policy);
             return;
         }
         self.kept
@@ -308,7 +372,10 @@ impl BatchSighted {
     /// when the bytes ended, cut), each as [`super::Envelope::summary`] writes it, and
     /// whether some found no room ([`MAX_BATCH_SUMMARY_BYTES`]) or, when the line did not
     /// end (`ended`), may follow unseen.
-    pub(crate) fn several_pieces(mut self, ended: bool) -> (Vec<Vec<u8>>, bool) {
+    ///
+    /// Also the policy message (§6.7) among the objects not kept, in its stronger form:
+    /// each was still read by its envelope.
+    pub(crate) fn several_pieces(mut self, ended: bool) -> (Vec<Vec<u8>>, bool, Option<Form>) {
         // Cut before its end (a line refused by the budget part read) while reading past
         // the first object: what follows the cut is unseen, so told as not kept (every
         // request of ours then fails rather than waiting for an answer it may hold).
@@ -317,18 +384,27 @@ impl BatchSighted {
             self.unkept = true;
         }
         self.end_object(false);
-        (self.pieces, self.unkept)
+        (self.pieces, self.unkept, self.policy_unkept)
     }
 
     /// The summaries kept (with the entry being read when the bytes ended, cut), as a JSON
     /// array text (each entry read by
     /// [`super::batch_entries`] as its envelope was), led by [`UNKEPT`] when some found no
-    /// room; `None` when none was found.
+    /// room; `None` when none was found. A policy message (§6.7) among the entries not kept
+    /// is written last all the same, in constant room ([`POLICY_REQUEST_NOT_KEPT`]), so its
+    /// reader tells it (`jsonrpc::head::policy_in`, §6.4 fail closed).
     pub(crate) fn summary(mut self) -> Option<Vec<u8>> {
         // An entry cut by the end of what was fed (a batch refused part read) shows what
         // it read, cut, as a cut message does.
         self.end_object(false);
         let mut kept = self.kept;
+        if let Some(form) = self.policy_unkept {
+            kept.push(if kept.is_empty() { b'[' } else { b',' });
+            kept.extend_from_slice(match form {
+                Form::Request => POLICY_REQUEST_NOT_KEPT,
+                Form::Notification => POLICY_NOTIFICATION_NOT_KEPT,
+            });
+        }
         if !kept.is_empty() && (self.asks || !self.closed) {
             // Not known to hold responses only: said in the summary, so that read again it
             // tells the same ([`responses_only`]); the entries kept follow.

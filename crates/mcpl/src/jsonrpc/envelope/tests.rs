@@ -445,7 +445,7 @@ fn several_objects_on_a_line_are_each_summarised_after_the_first() {
         for piece in text.as_bytes().chunks(step) {
             s.feed(piece);
         }
-        let (pieces, unkept) = s.several_pieces(true);
+        let (pieces, unkept, _) = s.several_pieces(true);
         let pieces: Vec<String> = pieces
             .iter()
             .map(|p| String::from_utf8_lossy(p).into_owned())
@@ -478,8 +478,8 @@ fn several_objects_on_a_line_are_each_summarised_after_the_first() {
     ] {
         assert_eq!(read(none, 7), (vec![], false), "{none}");
     }
-    // Past the summaries' room the rest is told as not kept (and no longer read: the
-    // allocation bound of `transport_ws.rs`'s many-message frame pins that).
+    // Past the summaries' room the rest is told as not kept (each still read by its
+    // envelope, for a policy among them: below).
     let many: String = (0..100_000).map(|i| format!("{{\"id\":{i}}} ")).collect();
     let (pieces, unkept) = read(&many, 4096);
     assert!(unkept && pieces.len() < 100_000, "{}", pieces.len());
@@ -535,4 +535,51 @@ fn a_batch_of_responses_only_is_told_and_its_summary_tells_it_again() {
         "[{r},{{\"id\":3,\"method\":\"m\"}}]"
     ))));
     assert!(!batch::responses_only(&summary(&format!("[{r},{e}"))));
+}
+
+/// §6.7, §6.4: a policy message past the room for summaries (of a batch's entries, or of
+/// the messages of a line of several) is still told, in its stronger form, its method read
+/// as a parser reads it (escaped or not): in a batch's summary as a last entry
+/// (`{"id":null,"method":...}` for a Request), on a line by its mark.
+#[test]
+fn s6_7_a_policy_past_the_room_for_summaries_is_told() {
+    use crate::jsonrpc::head::{Head, POLICY};
+    use crate::policy::Form;
+    let filler: Vec<String> = (0..3000)
+        .map(|i| format!(r#"{{"jsonrpc":"2.0","id":{i},"result":{{}}}}"#))
+        .collect();
+    let request = r#"{"jsonrpc":"2.0","id":"n","method":"featureSets\/update","params":{}}"#;
+    let note = r#"{"jsonrpc":"2.0","method":"featureSets\u002fupdate","params":{}}"#;
+    for (policy, form) in [
+        (request, Form::Request),
+        (note, Form::Notification),
+        (&*format!("{note} {request}"), Form::Request),
+    ] {
+        let batch = format!("[{},{}]", filler.join(","), policy.replace(' ', ","));
+        let mut sighted = batch::BatchSighted::default();
+        sighted.feed(batch.as_bytes());
+        let summary = sighted.summary().unwrap_or_default();
+        assert!(batch::unkept(&summary));
+        let last = summary.rsplit(|&b| b == b'{').next().unwrap_or_default();
+        let entry = [b"{".as_slice(), last.strip_suffix(b"]").unwrap_or(last)].concat();
+        let head = Head::read(&entry);
+        assert_eq!(head.method_name.as_deref(), Some(POLICY), "{policy}");
+        assert_eq!(
+            matches!(head.id, crate::jsonrpc::head::IdSeen::Absent),
+            form == Form::Notification,
+            "{policy}"
+        );
+        let line = format!("{} {policy}", filler.join(" "));
+        let mut sighted = batch::BatchSighted::several();
+        sighted.feed(line.as_bytes());
+        let (pieces, unkept, told) = sighted.several_pieces(true);
+        assert!(unkept && pieces.len() < filler.len(), "{policy}");
+        assert_eq!(told, Some(form), "{policy}");
+        assert_eq!(batch::policy_not_kept(batch::policy_mark(form)), Some(form));
+    }
+    // None told when none was there.
+    let line = filler.join(" ");
+    let mut sighted = batch::BatchSighted::several();
+    sighted.feed(line.as_bytes());
+    assert_eq!(sighted.several_pieces(true).2, None);
 }
