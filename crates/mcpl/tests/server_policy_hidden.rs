@@ -304,3 +304,150 @@ async fn a_discarded_batch_past_the_kept_summaries_without_the_policy_keeps_the_
     let (answers, granted) = granted_after(config, &line).await;
     assert!(granted, "{answers:?}");
 }
+
+type Client = tokio_tungstenite::WebSocketStream<tokio::io::DuplexStream>;
+
+/// The next text message from the server, as JSON.
+async fn next_text(client: &mut Client) -> Value {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+    loop {
+        let message = tokio::time::timeout(GUARD, client.next())
+            .await
+            .expect("the server said nothing")
+            .expect("the server is up")
+            .expect("a WebSocket message");
+        if let WsMessage::Text(t) = message {
+            return serde_json::from_str(t.as_str()).unwrap();
+        }
+    }
+}
+
+/// [`granted_after`] over a WebSocket: `message` sent as one text frame.
+async fn granted_after_ws(config: PeerConfig, message: String) -> (Vec<Value>, bool) {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+    let (server_io, client_io) = tokio::io::duplex(1024 * 1024);
+    let (transport, client) = tokio::join!(
+        mcpl::transport::ws::accept(server_io),
+        tokio_tungstenite::client_async("ws://localhost/", client_io)
+    );
+    let session = server(config).start(transport.unwrap());
+    let mut client = client.unwrap().0;
+    let mut send = async |v: String| client.send(WsMessage::text(v)).await.unwrap();
+    send(initialize().to_string()).await;
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string()).await;
+    send(wide().to_string()).await;
+    send(message).await;
+    send(json!({"jsonrpc": "2.0", "id": "sync", "method": "ping"}).to_string()).await;
+    assert_eq!(next_text(&mut client).await["id"], "i");
+    assert_eq!(next_text(&mut client).await["result"]["accepted"], true);
+    let mut before = Vec::new();
+    loop {
+        let answer = next_text(&mut client).await;
+        if answer["id"] == "sync" {
+            break;
+        }
+        before.push(answer);
+    }
+    (before, session.granted(Capability::PushEvents))
+}
+
+/// §6.7, §6.4: over WebSocket, a policy message over `max_message_size` whose `method` comes
+/// after megabytes of `params` (far past the first bytes a reader keeps of what is no
+/// object, `DISCARDED_HEAD_BYTES`) grants nothing, in either form and spelling, alone or
+/// in a batch: the frame's message is read by its envelope from every byte of it.
+#[tokio::test]
+async fn s6_7_over_websocket_a_policy_with_its_method_last_grants_nothing() {
+    let config = PeerConfig {
+        max_message_size: 4096,
+        ..PeerConfig::default()
+    };
+    let pad = "x".repeat(64 * 1024);
+    let mut standing = Vec::new();
+    for id in [r#""id":"narrow","#, ""] {
+        for method in [r#""featureSets/update""#, ESCAPED[0], ESCAPED[1]] {
+            let message = format!(
+                r#"{{"jsonrpc":"2.0",{id}"params":{{"disabled":["alerts"],"pad":"{pad}"}},"method":{method}}}"#
+            );
+            for text in [message.clone(), format!("[{message}]")] {
+                let (answers, granted) = granted_after_ws(config.clone(), text).await;
+                if granted {
+                    standing.push(format!("{id} {method}: {answers:?}"));
+                }
+            }
+        }
+    }
+    assert!(
+        standing.is_empty(),
+        "the grant before an unread policy still holds: {standing:#?}"
+    );
+}
+
+/// Grants `pushEvents` over JSON lines, writes `first` (the start of a line, past the
+/// budget for partial messages), waits for the server to report the line refused, then the
+/// line's `rest` and a ping: whether `pushEvents` is still granted once the ping was
+/// answered. What followed the cut was never seen by the reader.
+async fn granted_after_cut(config: PeerConfig, first: &str, rest: &str) -> bool {
+    use mcpl::session::ServerDiagnostic;
+    let (host_end, server_end) = tokio::io::duplex(1024 * 1024);
+    let (read, mut write) = tokio::io::split(host_end);
+    let (sr, sw) = tokio::io::split(server_end);
+    let session = server(config).start(mcpl::transport::Transport::lines(sr, sw, "pipe"));
+    let mut diagnostics = session.diagnostics();
+    let mut lines = BufReader::new(read).lines();
+    send_line(&mut write, &initialize().to_string()).await;
+    assert_eq!(recv(&mut lines).await["id"], "i");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    send_line(&mut write, &initialized.to_string()).await;
+    send_line(&mut write, &wide().to_string()).await;
+    assert_eq!(recv(&mut lines).await["result"]["accepted"], true);
+    assert!(session.granted(Capability::PushEvents));
+    write.write_all(first.as_bytes()).await.unwrap();
+    loop {
+        let d = tokio::time::timeout(GUARD, diagnostics.recv())
+            .await
+            .expect("the refusal was not reported")
+            .unwrap();
+        if let ServerDiagnostic::Connection(mcpl::peer::Diagnostic::OverBudget { .. }) = d {
+            break;
+        }
+    }
+    send_line(&mut write, rest).await;
+    let ping = json!({"jsonrpc": "2.0", "id": "sync", "method": "ping"});
+    send_line(&mut write, &ping.to_string()).await;
+    while recv(&mut lines).await["id"] != "sync" {}
+    session.granted(Capability::PushEvents)
+}
+
+/// §6.7, §6.4: a line the shared budget for partial messages refused part read, whose read
+/// part cannot tell it held no policy (a single object showing no `method` nor outcome
+/// before the cut: its method comes after; a batch cut before its end), grants nothing:
+/// it may have been a narrowing nobody read. One whose read part names another method
+/// keeps the grant (the control). Before, the first two were reported only, and the grant
+/// stood.
+#[tokio::test]
+async fn s6_7_a_line_refused_part_read_that_may_hide_the_policy_grants_nothing() {
+    use mcpl::transport::{MessageBudget, UNBUDGETED_BYTES};
+    let budget = 4096;
+    let config = PeerConfig {
+        message_budget: Some(MessageBudget::new(budget)),
+        ..PeerConfig::default()
+    };
+    let pad = "x".repeat(UNBUDGETED_BYTES + budget + 1000);
+    let answer = json!({"jsonrpc": "2.0", "id": 5, "result": {}});
+    let late = format!(r#"{{"jsonrpc":"2.0","params":{{"disabled":["alerts"],"pad":"{pad}"#);
+    let rest = r#""},"method":"featureSets/update"}"#;
+    let batch = format!("[{answer},{late}");
+    for (first, rest) in [(late.clone(), rest.to_owned()), (batch, format!("{rest}]"))] {
+        let granted = granted_after_cut(config.clone(), &first, &rest).await;
+        assert!(!granted, "{}", &first[..40]);
+    }
+    let note =
+        format!(r#"{{"jsonrpc":"2.0","method":"notifications/note","params":{{"pad":"{pad}"#);
+    let granted = granted_after_cut(config, &note, r#""}}"#).await;
+    assert!(
+        granted,
+        "a refused message naming another method keeps the grant"
+    );
+}

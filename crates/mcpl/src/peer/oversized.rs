@@ -61,6 +61,36 @@ fn batch_of(reader: &dyn FrameReader) -> Option<Vec<u8>> {
 }
 
 impl Discarded {
+    /// A message the budget for partial messages refused part read (its rest never seen),
+    /// on a connection whose owner answers the policy itself, when what was read of it
+    /// cannot tell it held no policy message (§6.7): a single object showing neither a
+    /// `method` nor an outcome (its method may come past the cut), a batch not read to its
+    /// end as responses only (an entry past the cut may be the policy), a line of several
+    /// cut past its first message. Reading (§6.7: a reduction is respected whatever its
+    /// carrier; §6.4 fail closed; the spec is silent on a message nobody could read): it
+    /// may have been a narrowing, so it is told as a policy Notification refused unread
+    /// (nothing is granted until the next policy Request is read). A message whose read
+    /// part names another method, or shows a response, keeps the grant. Told only when
+    /// nothing else told a policy of the frame (the caller's check).
+    pub(super) fn unseen_policy(&self, shared: &Shared) -> Option<Parsed> {
+        if !super::reader::refusing_policy(shared, Some(crate::jsonrpc::head::POLICY)) {
+            return None;
+        }
+        let tells = match &self.head {
+            None => false,
+            Some(head) if head.batch => self
+                .batch
+                .as_deref()
+                .is_some_and(crate::jsonrpc::envelope::batch::responses_only),
+            Some(head) => head.method || head.outcome,
+        };
+        let rest_cut = self
+            .rest
+            .last()
+            .is_some_and(|p| p == crate::jsonrpc::envelope::batch::UNKEPT);
+        (!tells || rest_cut).then_some(Parsed::PolicyUnread(crate::policy::Form::Notification))
+    }
+
     /// Fails each request of ours a response kept of a discarded batch answers (`why` the
     /// batch was refused), as for a batch refused whole after it was read
     /// ([`super::text`]'s `RefusedBatch`): what is left to deliver, at its place. Bounded by

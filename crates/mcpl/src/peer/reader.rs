@@ -367,6 +367,7 @@ fn take_frame(
         }
         Frame::OverBudget { bytes, limit } => {
             let mut discarded = discarded;
+            let unseen = discarded.unseen_policy(shared);
             let rest = std::mem::take(&mut discarded.rest);
             let mut failed = discarded.batch_failures(shared, || {
                 format!(
@@ -378,6 +379,12 @@ fn take_frame(
             let broke = super::refused::Limit::Budget { bytes, limit };
             let rest = super::oversized::Discarded::rest_over_bound(rest, shared, broke, replies);
             failed.extend(rest);
+            // What was read cannot tell it held no policy: told first, unless told already.
+            if !failed.iter().any(|p| matches!(p, Parsed::PolicyUnread(_))) {
+                if let Some(unseen) = unseen {
+                    failed.insert(0, unseen);
+                }
+            }
             return deliver_refused(shared, failed, inbound, replies);
         }
         Frame::NotText { reason } => {
