@@ -307,16 +307,18 @@ async fn filler_then_ping(s: &HostSession, raw: &mut Raw, publishes: &mut usize)
     }
 }
 
-/// A server that reads slowly but keeps reading is not given up on: requests waiting for
-/// room behind a burst wait as long as the writer keeps taking frames (each window of the
-/// request timeout sees it move), as the driver's path waited while the driver moved; only
-/// a writer that took nothing for the whole timeout gives the wait up (the test above).
+/// A server that reads slowly but keeps reading is not given up on within the requests'
+/// deadline: requests waiting for room behind a burst go out in order as the writer takes
+/// frames, each answered, none given up before its timeout (counted from its call, the
+/// wait for room included: the test below). Before, the wait was given up only once the
+/// writer took nothing for a whole timeout, and a request's own timeout started again once
+/// it was sent.
 #[tokio::test(start_paused = true)]
 async fn requests_waiting_for_room_behind_a_slow_reader_are_not_given_up() {
     const CALLS: usize = 20;
     let config = PeerConfig {
         outgoing_capacity: 1,
-        request_timeout: Some(std::time::Duration::from_millis(300)),
+        request_timeout: Some(std::time::Duration::from_millis(3000)),
         ..PeerConfig::default()
     };
     let (s, mut raw) = connected_with(config, 256).await;
@@ -329,7 +331,7 @@ async fn requests_waiting_for_room_behind_a_slow_reader_are_not_given_up() {
         })
         .collect();
     for _ in 0..CALLS {
-        // One frame every 50 ms: the whole burst takes over three request timeouts.
+        // One frame every 50 ms: the whole burst takes a third of the request timeout.
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         let line = tokio::time::timeout(raw::GUARD, raw.recv())
             .await
@@ -342,4 +344,54 @@ async fn requests_waiting_for_room_behind_a_slow_reader_are_not_given_up() {
         let got = tokio::time::timeout(raw::GUARD, c).await.expect("ended");
         assert_eq!(got.unwrap().expect("answered"), json!({"tools": []}));
     }
+}
+
+/// A request that waited for room in the peer's queue is bounded by one deadline from its
+/// call, its request timeout, the wait included: the server makes room most of the way
+/// through it, reads the request and never answers, and the call fails at its timeout from
+/// the call, not a whole timeout after it went out (as a bare `Peer::request` is bounded).
+/// Before, its own timeout started once it was sent: the call took up to twice its timeout.
+/// Virtual time (paused): the instants are the runtime's, not a measure of speed.
+#[tokio::test(start_paused = true)]
+async fn a_request_that_waited_for_room_has_one_deadline_from_its_call() {
+    use tokio::time::{Duration, Instant};
+    let timeout = Duration::from_millis(400);
+    let config = PeerConfig {
+        outgoing_capacity: 1,
+        request_timeout: Some(timeout),
+        ..PeerConfig::default()
+    };
+    let (s, mut raw) = connected_with(config, 256).await;
+    let big = "x".repeat(400);
+    for _ in 0..2 {
+        s.notify_raw("channels/publish", publish_text(&big))
+            .await
+            .unwrap();
+    }
+    let called = Instant::now();
+    let s2 = s.clone();
+    let call = tokio::spawn(async move { s2.request_raw("tools/list", json!({})).await });
+    // The server reads again three quarters into the timeout: the request goes out then,
+    // and is never answered.
+    tokio::time::sleep(timeout * 3 / 4).await;
+    loop {
+        let line = raw.recv().await;
+        if line["method"] == "tools/list" {
+            break;
+        }
+        assert_eq!(line["method"], "channels/publish", "{line}");
+    }
+    let got = call.await.unwrap();
+    let took = called.elapsed();
+    match got {
+        Err(HostError::Peer(mcpl::peer::PeerError::Timeout { method, after, .. })) => {
+            assert_eq!(method, "tools/list");
+            assert_eq!(after, timeout);
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert!(
+        took <= timeout,
+        "the call took {took:?}, past its timeout of {timeout:?} from the call"
+    );
 }

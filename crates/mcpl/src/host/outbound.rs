@@ -139,6 +139,8 @@ impl HostSession {
             return Ok(crate::peer::decode_result::<M>(value)?);
         };
         let mut room = None;
+        // When it first waited for room: its one deadline counts from there (the call).
+        let mut since = None;
         loop {
             // Room held is given back before the driver's path, which may wait long: held
             // there it would keep the driver's own frames out of the queue.
@@ -160,9 +162,10 @@ impl HostSession {
                 started.map_err(|e| self.refusal_by_value::<M>(snap, params, e))
             })?;
             if let Some(started) = started {
-                return Ok(started.typed::<M>().await?);
+                return Ok(started.typed::<M>(since).await?);
             }
-            room = Some(Box::pin(self.room_for(M::NAME, true)).await?);
+            let call = *since.get_or_insert_with(tokio::time::Instant::now);
+            room = Some(Box::pin(self.room_for(M::NAME, Some(call))).await?);
         }
     }
 
@@ -170,13 +173,19 @@ impl HostSession {
     /// found none: it is then gated and written straight out as one that found room at
     /// once, never through the driver's `Value` path (issue #24: a burst of concurrent
     /// calls past the queue's room). Room goes to waiting senders in the order they began
-    /// waiting. A request's wait is given up as the driver's path gave it up: once the
-    /// writer took nothing for the request timeout (`PeerError::Timeout`, id 0: nothing was
-    /// sent; its own timeout starts once it is sent); a notification's is not bounded, as
-    /// the driver's path would wait for it.
-    async fn room_for(&self, method: &str, request: bool) -> Result<crate::peer::Room, HostError> {
-        let stalled = self.inner.shared.config.request_timeout.filter(|_| request);
-        Ok(self.inner.peer.room(method, stalled).await?)
+    /// waiting. A request's (`since`: when its call began to wait, as it was made) is
+    /// bounded by one deadline from the call, its request timeout: given up at it
+    /// (`PeerError::Timeout`, id 0: nothing was sent), and once sent it waits for its
+    /// answer only what is left (`Started::value`), as a bare `Peer::request` does. Before,
+    /// its own timeout started again once sent, so a call could take twice its timeout. A
+    /// notification's wait (`None`) is not bounded, as the driver's path would wait for it.
+    async fn room_for(
+        &self,
+        method: &str,
+        since: Option<tokio::time::Instant>,
+    ) -> Result<crate::peer::Room, HostError> {
+        let deadline = since.zip(self.inner.shared.config.request_timeout);
+        Ok(self.inner.peer.room(method, deadline).await?)
     }
 
     /// Decides a send and puts its frame on the wire in one step, while the published
@@ -248,6 +257,8 @@ impl HostSession {
         }
         refuse_dedicated(method)?;
         let mut room = None;
+        // When it first waited for room: its one deadline counts from there (the call).
+        let mut since = None;
         loop {
             let held = room.take();
             if self.behind_driver() {
@@ -259,9 +270,10 @@ impl HostSession {
                 Ok(self.inner.peer.start_now(method, &params, held)?)
             })?;
             if let Some(started) = started {
-                return Ok(started.value(method).await?);
+                return Ok(started.value(method, since).await?);
             }
-            room = Some(Box::pin(self.room_for(method, true)).await?);
+            let call = *since.get_or_insert_with(tokio::time::Instant::now);
+            room = Some(Box::pin(self.room_for(method, Some(call))).await?);
         }
     }
 
@@ -279,7 +291,7 @@ impl HostSession {
             if sent {
                 return Ok(());
             }
-            room = Some(Box::pin(self.room_for(method, false)).await?);
+            room = Some(Box::pin(self.room_for(method, None)).await?);
         }
         drop(room);
         // It waits for the driver as its write would have waited for room: unbounded, as

@@ -209,8 +209,10 @@ impl Started {
     }
 
     /// Sends the frame if it is still to go, then waits for the answer within the
-    /// request's timeout (`method` names it in a timeout).
-    async fn answer(mut self, method: &str) -> Result<Answer, PeerError> {
+    /// request's timeout (`method` names it in a timeout): counted from now, or, with
+    /// `since`, from that instant (a call that waited for room before it started,
+    /// [`Peer::room`]: one deadline from the call, never its timeout again once sent).
+    async fn answer(mut self, method: &str, since: Option<Instant>) -> Result<Answer, PeerError> {
         let shared = self.shared.clone();
         let unsent = self.unsent.take();
         let (rx, on_wire) = (&mut self.rx, &mut self.on_wire);
@@ -244,35 +246,46 @@ impl Started {
         };
         let result = match self.timeout {
             None => exchange.await,
-            Some(after) => match tokio::time::timeout(after, exchange).await {
-                Ok(r) => r,
-                Err(_) => {
-                    self.armed = false;
-                    lock(&shared.pending).remove(&self.id);
-                    if self.on_wire {
-                        shared.abandon(self.id.clone(), &format!("timed out after {after:?}"));
+            Some(after) => {
+                match tokio::time::timeout_at(since.unwrap_or_else(Instant::now) + after, exchange)
+                    .await
+                {
+                    Ok(r) => r,
+                    Err(_) => {
+                        self.armed = false;
+                        lock(&shared.pending).remove(&self.id);
+                        if self.on_wire {
+                            shared.abandon(self.id.clone(), &format!("timed out after {after:?}"));
+                        }
+                        return Err(PeerError::Timeout {
+                            method: method.to_owned(),
+                            id: self.id.clone(),
+                            after,
+                        });
                     }
-                    return Err(PeerError::Timeout {
-                        method: method.to_owned(),
-                        id: self.id.clone(),
-                        after,
-                    });
                 }
-            },
+            }
         };
         self.armed = false;
         result
     }
 
-    /// [`Self::answer`] as a `Value`.
-    pub(crate) async fn value(self, method: &str) -> Result<Value, PeerError> {
-        self.answer(method).await?.into_value()
+    /// [`Self::answer`] as a `Value` (`since`: the call's start, when it waited for room).
+    pub(crate) async fn value(
+        self,
+        method: &str,
+        since: Option<Instant>,
+    ) -> Result<Value, PeerError> {
+        self.answer(method, since).await?.into_value()
     }
 
-    /// [`Self::answer`] decoded into `M`'s result.
-    pub(crate) async fn typed<M: Method>(self) -> Result<M::Result, PeerError> {
+    /// [`Self::answer`] decoded into `M`'s result (`since` as for [`Self::value`]).
+    pub(crate) async fn typed<M: Method>(
+        self,
+        since: Option<Instant>,
+    ) -> Result<M::Result, PeerError> {
         let shared = self.shared.clone();
-        self.answer(M::NAME).await?.decode::<M>(&shared)
+        self.answer(M::NAME, since).await?.decode::<M>(&shared)
     }
 }
 
@@ -488,7 +501,7 @@ impl Peer {
     ) -> Result<Answer, PeerError> {
         let on_id = options.on_id;
         let started = self.start(method, line, text, options.timeout, on_id)?;
-        started.answer(method).await
+        started.answer(method, None).await
     }
 
     /// [`Self::call`] up to its first wait: the request registered and its frame written or
@@ -619,13 +632,14 @@ impl Peer {
     /// ([`Self::start_now`]) and found no room waits here, behind senders already waiting,
     /// then decides again; while it waits, nothing is written directly ahead of it
     /// ([`Shared::send_now`]). `Err` once the connection is closed, or
-    /// [`PeerError::Timeout`] (for `method`, id 0: nothing was sent) once the writer took
-    /// nothing from the queue for `stalled` (a peer that stopped reading; one reading
-    /// slowly keeps the wait going). Cancel-safe.
+    /// [`PeerError::Timeout`] (for `method`, id 0: nothing was sent) at `deadline`: the
+    /// instant a request's caller called and its timeout (one deadline from the call, the
+    /// wait for room included: the request, once sent, waits for its answer only what is
+    /// left of it, [`Started::value`]). Cancel-safe.
     pub(crate) async fn room(
         &self,
         method: &str,
-        stalled: Option<Duration>,
+        deadline: Option<(Instant, Duration)>,
     ) -> Result<Room, PeerError> {
         /// Counts a sender among those waiting for room while it waits.
         struct Waiting<'a>(&'a AtomicUsize);
@@ -639,33 +653,24 @@ impl Peer {
         let _waiting = Waiting(&shared.room_waiters);
         let mut closed = shared.closed.subscribe();
         let reserve = shared.out.reserve();
-        tokio::pin!(reserve);
-        let mut taken = shared.out.taken();
-        loop {
-            let wait = async {
-                tokio::select! {
-                    r = &mut reserve => Some(r.map(Room).map_err(|()| shared.closed_error())),
-                    _ = until_closed(&mut closed) => Some(Err(shared.closed_error())),
-                }
-            };
-            let Some(after) = stalled else {
-                return wait.await.unwrap_or_else(|| Err(shared.closed_error()));
-            };
-            if let Ok(Some(r)) = tokio::time::timeout(after, wait).await {
-                return r;
+        let wait = async {
+            tokio::select! {
+                r = reserve => r.map(Room).map_err(|()| shared.closed_error()),
+                _ = until_closed(&mut closed) => Err(shared.closed_error()),
             }
-            // Its place in line is kept (the same `reserve`): waited on again while the
-            // writer moves.
-            let now = shared.out.taken();
-            if now == taken {
-                return Err(PeerError::Timeout {
+        };
+        let Some((since, after)) = deadline else {
+            return wait.await;
+        };
+        tokio::time::timeout_at(since + after, wait)
+            .await
+            .unwrap_or_else(|_| {
+                Err(PeerError::Timeout {
                     method: method.to_owned(),
                     id: RequestId::from(0u64),
                     after,
-                });
-            }
-            taken = now;
-        }
+                })
+            })
     }
 
     /// Sends a typed notification.

@@ -42,10 +42,9 @@ struct State<T> {
     /// every take made a burst of n waiting senders cost n² wake-ups).
     waiting: u32,
     /// Room taken ahead by [`Permit`]s not yet used or dropped, counted as items queued.
+    /// The three counts are 32 bits: every idle connection holds five queues (issue #24's
+    /// idle memory).
     reserved: u32,
-    /// Items the receiver took so far, wrapping ([`Sender::taken`]). The four counts are
-    /// 32 bits: every idle connection holds five queues (issue #24's idle memory).
-    taken: u32,
 }
 
 struct Chan<T> {
@@ -165,7 +164,6 @@ fn new_chan<T>(
             rx_closed: false,
             waiting: 0,
             reserved: 0,
-            taken: 0,
         }),
         ready: AtomicWaker::new(),
         room: Notify::new(),
@@ -239,12 +237,6 @@ impl<T> Sender<T> {
         }
         self.chan.ready.wake();
         Ok(())
-    }
-
-    /// How many items the receiver took so far: a sender waiting for room tells a receiver
-    /// that moves from one that stopped by it.
-    pub(crate) fn taken(&self) -> u32 {
-        self.chan.state().taken
     }
 
     /// The weight of what is queued and not yet received (0 in an unweighted queue).
@@ -540,7 +532,6 @@ impl<T> Receiver<T> {
                     Next::Empty
                 };
             };
-            st.taken = st.taken.wrapping_add(1);
             if let Some(w) = st.weights.pop_front() {
                 st.weight = st.weight.saturating_sub(w);
             }
