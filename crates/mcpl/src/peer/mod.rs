@@ -147,6 +147,7 @@ pub use config::*;
 pub use errors::*;
 pub use incoming::*;
 pub(crate) use outbox::Outbox;
+pub use oversized::{rest_refusals, RestRefusal, RestRefusals};
 use reader::*;
 pub(crate) use shared::AnswerWeight;
 use shared::*;

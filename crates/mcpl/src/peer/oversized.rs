@@ -158,17 +158,10 @@ impl Discarded {
         if rest.is_empty() {
             return failed;
         }
-        let limit = shared.config.max_batch_entries.max(2);
-        // The mark of a policy among the messages not kept is no message.
-        let marks = rest
-            .iter()
-            .filter(|p| crate::jsonrpc::envelope::batch::policy_not_kept(p).is_some())
-            .count();
-        let messages = rest.len() - marks;
-        let refused_past = messages >= limit;
+        let plan = rest_refusals(&rest, shared.config.max_batch_entries);
         shared.diagnose(Diagnostic::SeveralOnALine {
-            count: messages.min(limit - 1) + 1,
-            refused_past,
+            count: plan.count,
+            refused_past: plan.refused_past,
         });
         let mut past = Vec::new();
         // The policy message (§6.7) past the bound: refused unread, told to an owner that
@@ -176,11 +169,11 @@ impl Discarded {
         let owner = super::reader::refusing_policy(shared, Some(crate::jsonrpc::head::POLICY));
         let mut policy = None;
         let mut told = false;
-        for (i, piece) in rest.into_iter().enumerate() {
-            if let Some(form) = crate::jsonrpc::envelope::batch::policy_not_kept(&piece) {
-                // Among the messages not kept (the mark comes after every piece kept):
-                // told now, before the failures of ours they may hide.
-                if owner {
+        for refusal in plan.each {
+            match refusal {
+                // Among the messages not kept (the mark comes after every piece kept): told
+                // now, before the failures of ours they may hide.
+                RestRefusal::PolicyNotKept(form) if owner => {
                     policy = Some(match policy {
                         Some(crate::policy::Form::Request) => crate::policy::Form::Request,
                         _ => form,
@@ -188,29 +181,31 @@ impl Discarded {
                     failed.extend(policy.map(Parsed::PolicyUnread));
                     told = true;
                 }
-            } else if piece == crate::jsonrpc::envelope::batch::UNKEPT {
-                failed.extend(fail_outstanding(shared, why));
-                // The requests among those not kept are answered too, once, under a null
-                // id (past the message bound, its own reply below says it).
-                if !refused_past {
-                    let _ = replies.send(super::pieces::not_kept_reply());
+                RestRefusal::PolicyNotKept(_) => {}
+                RestRefusal::NotKept { answered } => {
+                    failed.extend(fail_outstanding(shared, why));
+                    // The requests among those not kept are answered too, once, under a
+                    // null id (past the message bound, its own reply below says it).
+                    if answered {
+                        let _ = replies.send(super::pieces::not_kept_reply());
+                    }
                 }
-            } else if i + 1 < limit {
-                failed.extend(each(&piece, replies));
-            } else {
-                let head = Head::read(&piece);
-                if owner && policy != Some(crate::policy::Form::Request) {
-                    policy = head.policy_form().or(policy);
-                }
-                // Past the bound: refused unread, but an answer of ours there still ends
-                // its request (as on a line held, `text::ours_past_the_bound`).
-                if let Some(id) = names_ours(&head, shared) {
-                    past.push(id);
+                RestRefusal::Alone(piece) => failed.extend(each(piece, replies)),
+                RestRefusal::PastTheBound(piece) => {
+                    let head = Head::read(piece);
+                    if owner && policy != Some(crate::policy::Form::Request) {
+                        policy = head.policy_form().or(policy);
+                    }
+                    // Past the bound: refused unread, but an answer of ours there still
+                    // ends its request (as on a line held, `text::ours_past_the_bound`).
+                    if let Some(id) = names_ours(&head, shared) {
+                        past.push(id);
+                    }
                 }
             }
         }
-        if refused_past {
-            let _ = replies.send(super::pieces::refused_past_reply(limit));
+        if plan.refused_past {
+            let _ = replies.send(super::pieces::refused_past_reply(plan.limit));
             failed.extend(policy.filter(|_| !told).map(Parsed::PolicyUnread));
             failed.extend(super::reader::fail_refused(shared, past, why));
         }
@@ -352,4 +347,90 @@ pub(super) fn outstanding(shared: &Shared) -> Vec<RequestId> {
     let mut ids: Vec<RequestId> = lock(&shared.pending).keys().cloned().collect();
     ids.extend(lock(&shared.in_order).iter().cloned());
     ids
+}
+
+/// How the peer refuses each message after the first on a line its transport discarded
+/// whole ([`crate::transport::FrameReader::discarded_rest`]), one piece at a time:
+/// [`rest_refusals`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RestRefusal<'a> {
+    /// A message within the bound on messages per line, refused as if it had come alone by
+    /// the rule the line broke (its size, the budget, no text), from its envelope summary:
+    /// a request answered under the id it shows (or none), an answer to a request of the
+    /// reader's ending that request, a notification reported only.
+    Alone(&'a [u8]),
+    /// A message past the bound (`PeerConfig::max_batch_entries`, the first included):
+    /// refused unread with the line's one `-32600` under a null id; an answer to a request
+    /// of the reader's there still ends that request, and a policy message there (§6.7) is
+    /// told to an owner that answers it itself. Its envelope summary.
+    PastTheBound(&'a [u8]),
+    /// Some messages were not kept (past `MAX_BATCH_SUMMARY_BYTES` of summaries): every
+    /// request of the reader's outstanding fails (any may have been answered there), and,
+    /// when `answered`, those not kept are answered once under a null id (past the bound,
+    /// the bound's own answer says it).
+    NotKept {
+        /// Whether the messages not kept get their own `-32600` under a null id.
+        answered: bool,
+    },
+    /// A policy message (§6.7) was among those not kept, in this form (the stronger one
+    /// seen): an owner that answers the policy itself holds nothing until the next policy
+    /// Request it reads (§6.4 fail closed). Never answered on its own.
+    PolicyNotKept(crate::policy::Form),
+}
+
+/// What the peer does with the rest of a line its transport discarded whole
+/// ([`rest_refusals`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RestRefusals<'a> {
+    /// Each piece's refusal, in the order the peer carries them out.
+    pub each: Vec<RestRefusal<'a>>,
+    /// The messages of the line the peer counts, the first included, up to the bound
+    /// (`Diagnostic::SeveralOnALine`'s `count`).
+    pub count: usize,
+    /// More messages than the bound: those past it are refused with one `-32600` under a
+    /// null id (after every piece's refusal).
+    pub refused_past: bool,
+    /// The bound on messages per line applied (`max_batch_entries`, at least 2).
+    pub limit: usize,
+}
+
+/// The one reading of how the peer refuses the messages after the first on a line its
+/// transport discarded whole (`rest`, as [`crate::transport::FrameReader::discarded_rest`]
+/// gives them; `max_batch_entries`, the peer's `PeerConfig::max_batch_entries`), so another
+/// reader of the same line (`mcpl check`) answers it as the peer does: each message within
+/// the bound alone, those past it refused together, the mark of messages not kept and of a
+/// policy among them as they say. MCP's stdio framing is one message per line; a held line
+/// of several whole messages is read message by message, so one refused unread is too.
+pub fn rest_refusals(rest: &[Vec<u8>], max_batch_entries: usize) -> RestRefusals<'_> {
+    use crate::jsonrpc::envelope::batch::{policy_not_kept, UNKEPT};
+    let limit = max_batch_entries.max(2);
+    // The mark of a policy among the messages not kept is no message.
+    let marks = rest.iter().filter(|p| policy_not_kept(p).is_some()).count();
+    let messages = rest.len() - marks;
+    let refused_past = messages >= limit;
+    let each = rest
+        .iter()
+        .enumerate()
+        .map(|(i, piece)| {
+            if let Some(form) = policy_not_kept(piece) {
+                RestRefusal::PolicyNotKept(form)
+            } else if piece.as_slice() == UNKEPT {
+                RestRefusal::NotKept {
+                    answered: !refused_past,
+                }
+            } else if i + 1 < limit {
+                RestRefusal::Alone(piece)
+            } else {
+                RestRefusal::PastTheBound(piece)
+            }
+        })
+        .collect();
+    RestRefusals {
+        each,
+        count: messages.min(limit - 1) + 1,
+        refused_past,
+        limit,
+    }
 }

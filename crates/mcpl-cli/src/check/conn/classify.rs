@@ -177,67 +177,73 @@ pub(super) fn past_the_bound(limit: usize) -> Event {
 
 /// The messages after the first on a line the transport discarded whole (`rest`, the
 /// summaries [`mcpl::transport::FrameReader::discarded_rest`] gives), each answered as the
-/// library's peer answers it (`peer::oversized`, `Discarded::rest_refused`): MCP's stdio
-/// framing is one message per line, and the peer refuses each message of a line it
+/// library's peer answers it, by its one reading ([`mcpl::peer::rest_refusals`]): MCP's
+/// stdio framing is one message per line, and the peer refuses each message of a line it
 /// discarded as if it had come alone, by the rule the first was refused by: for a line that
 /// is no text (`not_text`, its reason) a request `-32700` as [`not_text_refusal`] reads it,
 /// else as [`discard_answer`] reads it (`why`, the line's bound): a request `-32600` under
 /// its id or id null, an answer to a request of the checker's ending that wait. Bounded as
 /// the peer bounds it: [`mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES`] messages the first
 /// included; past them one `-32600` under id null ([`past_the_bound`]), an answer to ours
-/// there still ending its wait. The mark of summaries not kept (a JSON string, where every
-/// summary kept is an object) ends the awaited wait ([`Event::UnreadSome`]) and is
-/// answered with one `-32600` under id null. A notification is said with the line.
+/// there still ending its wait. Messages not kept end the awaited wait
+/// ([`Event::UnreadSome`]) and are answered with one `-32600` under id null. A
+/// notification is said with the line.
 pub(super) fn rest_answers(why: &str, rest: &[Vec<u8>], not_text: Option<&str>) -> Vec<Event> {
     use mcpl::jsonrpc::Refusal;
-    let limit = mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES.max(2);
-    let refused_past = rest.len() >= limit;
+    use mcpl::peer::RestRefusal;
+    let plan = mcpl::peer::rest_refusals(rest, mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES);
     let why = format!("{why}; a further message on that line, refused with it");
+    let ours = |piece: &[u8]| match mcpl::jsonrpc::refusal_of(piece, false) {
+        Refusal::Response(Some(id)) | Refusal::AnswerUnlessOurs(id) => Some(id),
+        _ => None,
+    };
     let mut events = Vec::new();
-    for (i, piece) in rest.iter().enumerate() {
-        let refusal = mcpl::jsonrpc::refusal_of(piece, false);
-        let ours = match &refusal {
-            Refusal::Response(Some(id)) | Refusal::AnswerUnlessOurs(id) => Some(id.clone()),
-            _ => None,
-        };
-        if piece.first() == Some(&b'"') {
-            events.push(Event::UnreadSome { why: why.clone() });
-            if !refused_past {
-                events.push(Event::Unanswerable {
-                    id: None,
-                    why: format!("{why} (past what could be kept of the line's messages)"),
-                });
+    for refusal in plan.each {
+        match refusal {
+            RestRefusal::NotKept { answered } => {
+                events.push(Event::UnreadSome { why: why.clone() });
+                if answered {
+                    events.push(Event::Unanswerable {
+                        id: None,
+                        why: format!("{why} (past what could be kept of the line's messages)"),
+                    });
+                }
             }
-        } else if i + 1 >= limit {
-            events.extend(ours.map(|id| Event::Unread {
-                id,
-                why: why.clone(),
-            }));
-        } else if let Some(reason) = not_text {
-            let began = piece.first() == Some(&b'{');
-            match not_text_refusal(reason, began, Some(piece)) {
-                Some(Event::Refused { id, error, .. }) => events.push(Event::Refused {
-                    id,
-                    error,
-                    unless_ours: match refusal {
-                        Refusal::AnswerUnlessOurs(id) => Some(id),
-                        _ => None,
-                    },
-                }),
-                _ => events.extend(ours.map(|id| Event::Unread {
+            RestRefusal::PastTheBound(piece) => {
+                events.extend(ours(piece).map(|id| Event::Unread {
                     id,
                     why: why.clone(),
-                })),
+                }))
             }
-        } else {
-            match discard_answer(why.clone(), Some(piece), false, None).0 {
-                Event::Invalid(_) => {}
-                event => events.push(event),
-            }
+            RestRefusal::Alone(piece) => match not_text {
+                Some(reason) => {
+                    let began = piece.first() == Some(&b'{');
+                    match not_text_refusal(reason, began, Some(piece)) {
+                        Some(Event::Refused { id, error, .. }) => events.push(Event::Refused {
+                            id,
+                            error,
+                            unless_ours: match mcpl::jsonrpc::refusal_of(piece, false) {
+                                Refusal::AnswerUnlessOurs(id) => Some(id),
+                                _ => None,
+                            },
+                        }),
+                        _ => events.extend(ours(piece).map(|id| Event::Unread {
+                            id,
+                            why: why.clone(),
+                        })),
+                    }
+                }
+                None => match discard_answer(why.clone(), Some(piece), false, None).0 {
+                    Event::Invalid(_) => {}
+                    event => events.push(event),
+                },
+            },
+            // A policy among those not kept: the checker is no server, nothing to answer.
+            _ => {}
         }
     }
-    if refused_past {
-        events.push(past_the_bound(limit));
+    if plan.refused_past {
+        events.push(past_the_bound(plan.limit));
     }
     events
 }
@@ -783,7 +789,21 @@ mod tests {
             "{got:?}"
         );
         let unkept = br#""responses not kept""#.to_vec();
-        let got = rest_answers("why", &[note.clone(), unkept], None);
+        let got = rest_answers("why", &[note.clone(), unkept.clone()], None);
+        assert!(
+            matches!(
+                &got[..],
+                [
+                    Event::UnreadSome { .. },
+                    Event::Unanswerable { id: None, .. },
+                ]
+            ),
+            "{got:?}"
+        );
+        // The mark of a policy among the messages not kept (§6.7) is no mark of summaries
+        // not kept, nor a message: nothing more is owed for it (the peer's one reading).
+        let policy = br#""policy request not kept""#.to_vec();
+        let got = rest_answers("why", &[note.clone(), policy, unkept], None);
         assert!(
             matches!(
                 &got[..],
