@@ -391,13 +391,12 @@ pub(crate) fn is_policy_written(written: &[u8]) -> bool {
 /// (`\`), without which the name has no other spelling (RFC 8259 §7). The one look before
 /// a refused text is read for the policy ([`policy_in`]); one that fails it is not the
 /// policy, nor holds it.
-#[cfg(any(feature = "runtime", test))]
 pub(crate) fn may_name_policy(text: &[u8]) -> bool {
     memchr::memmem::find(text, POLICY.as_bytes()).is_some() || memchr::memchr(b'\\', text).is_some()
 }
 
-// Read by the peer's refusals (`peer::refused`, `peer::text`, `peer::unparsed`).
-#[cfg(feature = "runtime")]
+// Read by the peer's refusals (`peer::refused`, `peer::text`, `peer::unparsed`) and by
+// `ServerState::handle_text`.
 impl Head {
     /// The form of the policy message (§6.7) this head shows as a single object: a
     /// Notification when no `id` member was read, else a Request (its id may be in doubt).
@@ -418,7 +417,6 @@ impl Head {
 /// (`"featureSets\/update"` is the policy). Looked at only when the text may name the method
 /// at all ([`may_name_policy`]: its name as written, or an escape), so another message costs
 /// a scan of its bytes.
-#[cfg(feature = "runtime")]
 pub(crate) fn policy_in(text: &str) -> Option<crate::policy::Form> {
     use crate::policy::Form;
     if !may_name_policy(text.as_bytes()) {

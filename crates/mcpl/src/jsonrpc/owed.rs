@@ -50,9 +50,10 @@ impl ParseError {
     /// doubt) answered `-32700` under its id in one array ([`OwedAnswer::Batch`]), as the
     /// peer answers it (JSON-RPC 2.0 §5, §6); else what [`Self::owed_answer`] gives.
     /// `max_batch_entries`: the driver's bound on a batch (the peer's is
-    /// `PeerConfig::max_batch_entries`). A driver answering the policy Request (§6.7) among
-    /// such a batch's requests treats it as refused unread
-    /// (`ServerState::handle_policy_unread`).
+    /// `PeerConfig::max_batch_entries`). A server's driver that feeds its frames to
+    /// `ServerState::handle_text` has the policy message (§6.7) among such a text treated
+    /// as refused unread by the state itself; one that parses them elsewhere does it
+    /// (`ServerState::handle_policy_unread_as`).
     pub fn owed_answers(&self, text: &str, max_batch_entries: usize) -> Option<OwedAnswer> {
         if let ParseError::Json(detail) = self {
             let text = message_text(text);

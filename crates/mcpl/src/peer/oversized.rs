@@ -326,6 +326,16 @@ impl Discarded {
     }
 }
 
+/// What [`Discarded::unseen_policy`] found, told first of what a frame leaves to deliver
+/// (`failed`), unless a policy of the frame was told already.
+pub(super) fn tell_unseen(failed: &mut Vec<Parsed>, unseen: Option<Parsed>) {
+    if !failed.iter().any(|p| matches!(p, Parsed::PolicyUnread(_))) {
+        if let Some(unseen) = unseen {
+            failed.insert(0, unseen);
+        }
+    }
+}
+
 /// Fails every request of ours outstanding (`why` the frame was refused): some of what the
 /// reader could not keep of it may have answered any of them (`Discarded::batch_failures`).
 fn fail_outstanding(shared: &Shared, why: &str) -> Vec<Parsed> {

@@ -379,12 +379,7 @@ fn take_frame(
             let broke = super::refused::Limit::Budget { bytes, limit };
             let rest = super::oversized::Discarded::rest_over_bound(rest, shared, broke, replies);
             failed.extend(rest);
-            // What was read cannot tell it held no policy: told first, unless told already.
-            if !failed.iter().any(|p| matches!(p, Parsed::PolicyUnread(_))) {
-                if let Some(unseen) = unseen {
-                    failed.insert(0, unseen);
-                }
-            }
+            super::oversized::tell_unseen(&mut failed, unseen);
             return deliver_refused(shared, failed, inbound, replies);
         }
         Frame::NotText { reason } => {

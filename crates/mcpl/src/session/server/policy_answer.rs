@@ -65,6 +65,43 @@ impl super::ServerState {
     }
 }
 
+impl super::ServerState {
+    /// Reads one frame's text as one message ([`crate::jsonrpc::Message::parse`], the
+    /// peer's reading) and handles it ([`Self::handle_message`]). `Err`, the message not
+    /// handled: the text is no single valid message; the driver writes what it is owed
+    /// ([`crate::jsonrpc::ParseError::owed_answers`]), and a batch read whole is the
+    /// driver's to split (its entries' texts come here one by one). A text so refused that
+    /// shows the policy message (§6.7: `featureSets/update`, its method read as a parser
+    /// reads it, in a single object or a batch's entries, as far as the text reads) is
+    /// refused unread: this state treats it as such itself
+    /// ([`Self::handle_policy_unread_as`], in the form it shows; §6.4 fail closed), so a
+    /// driver cannot forget it, as the async peer tells its server. A batch that parses is
+    /// not refused here (its entries are read), so it is not.
+    pub fn handle_text(
+        &mut self,
+        now: std::time::Instant,
+        text: &str,
+    ) -> Result<(), crate::jsonrpc::ParseError> {
+        match crate::jsonrpc::Message::parse(text) {
+            Ok(msg) => {
+                self.handle_message(now, msg);
+                Ok(())
+            }
+            Err(e) => {
+                let start = crate::jsonrpc::message_start(text);
+                let batch_read =
+                    matches!(e, crate::jsonrpc::ParseError::Invalid(_)) && start.starts_with('[');
+                if !batch_read {
+                    if let Some(form) = crate::jsonrpc::head::policy_in(start) {
+                        self.handle_policy_unread_as(form);
+                    }
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
 /// How a server answers one policy Request ([`answer_policy_request`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicyAnswer {

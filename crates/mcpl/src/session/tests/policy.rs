@@ -768,3 +768,60 @@ fn s6_7_a_policy_notification_refused_unread_grants_nothing_and_says_so() {
         .request(p.now, "push/event", push(0, "e1")["params"].clone())
         .is_err());
 }
+
+/// §6.7, §6.4: a driver feeding frames to `ServerState::handle_text` cannot forget a
+/// policy message refused unread: a text the reading refuses that shows the policy (the
+/// parser's refusal, alone or in a batch; refused at the envelope; its method escaped)
+/// grants nothing and says so, in the form it shows; a batch that parses is the driver's
+/// to split (its policy entry then read), so it drops nothing; a message read is handled.
+#[test]
+fn s6_7_a_policy_in_a_text_refused_unread_grants_nothing_by_the_state_itself() {
+    let refused = [
+        (
+            r#"{"jsonrpc":"2.0","method":"featureSets/update","params":{"disabled":["a"]}} x"#,
+            Form::Notification,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":9,"method":"featureSets\/update","params":{}} x"#,
+            Form::Request,
+        ),
+        (
+            r#"[{"jsonrpc":"2.0","method":"featureSets\u002fupdate","params":{}}] x"#,
+            Form::Notification,
+        ),
+        (
+            r#"{"jsonrpc":"1.0","id":9,"method":"featureSets/update","params":{}}"#,
+            Form::Request,
+        ),
+    ];
+    for (text, form) in refused {
+        let mut p = Pair::connect(&["pushEvents"], server_rules());
+        assert!(p.server.grant().allows(Capability::PushEvents));
+        p.server_out.clear();
+        assert!(p.server.handle_text(p.now, text).is_err(), "{text}");
+        p.collect();
+        assert!(!p.server.grant().allows(Capability::PushEvents), "{text}");
+        assert!(
+            p.server_out.iter().any(|o| matches!(
+                o,
+                ServerOutput::Diagnostic(ServerDiagnostic::PolicyMalformed { form: f, .. })
+                    if *f == form
+            )),
+            "{text}: {:?}",
+            p.server_out
+        );
+    }
+    // A batch that parses: the driver's to split, nothing dropped here.
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    let batch = r#"[{"jsonrpc":"2.0","method":"featureSets/update","params":{}}]"#;
+    assert!(p.server.handle_text(p.now, batch).is_err());
+    assert!(p.server.grant().allows(Capability::PushEvents));
+    // Another refused text keeps the grant; a message read is handled.
+    assert!(p
+        .server
+        .handle_text(p.now, r#"{"jsonrpc":"2.0","method":"m"} x"#)
+        .is_err());
+    assert!(p.server.grant().allows(Capability::PushEvents));
+    let ping = r#"{"jsonrpc":"2.0","id":"k","method":"ping"}"#;
+    assert!(p.server.handle_text(p.now, ping).is_ok());
+}
