@@ -325,6 +325,15 @@ async fn next_text(client: &mut Client) -> Value {
 
 /// [`granted_after`] over a WebSocket: `message` sent as one text frame.
 async fn granted_after_ws(config: PeerConfig, message: String) -> (Vec<Value>, bool) {
+    let frame = tokio_tungstenite::tungstenite::Message::text(message);
+    granted_after_frame(config, frame).await
+}
+
+/// [`granted_after_ws`] of any WebSocket frame.
+async fn granted_after_frame(
+    config: PeerConfig,
+    frame: tokio_tungstenite::tungstenite::Message,
+) -> (Vec<Value>, bool) {
     use futures_util::SinkExt;
     use tokio_tungstenite::tungstenite::Message as WsMessage;
     let (server_io, client_io) = tokio::io::duplex(1024 * 1024);
@@ -334,14 +343,16 @@ async fn granted_after_ws(config: PeerConfig, message: String) -> (Vec<Value>, b
     );
     let session = server(config).start(transport.unwrap());
     let mut client = client.unwrap().0;
-    let mut send = async |v: String| client.send(WsMessage::text(v)).await.unwrap();
-    send(initialize().to_string()).await;
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string()).await;
-    send(wide().to_string()).await;
-    send(message).await;
-    send(json!({"jsonrpc": "2.0", "id": "sync", "method": "ping"}).to_string()).await;
+    let text = |v: Value| WsMessage::text(v.to_string());
+    client.send(text(initialize())).await.unwrap();
     assert_eq!(next_text(&mut client).await["id"], "i");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    client.send(text(initialized)).await.unwrap();
+    client.send(text(wide())).await.unwrap();
     assert_eq!(next_text(&mut client).await["result"]["accepted"], true);
+    client.send(frame).await.unwrap();
+    let ping = json!({"jsonrpc": "2.0", "id": "sync", "method": "ping"});
+    client.send(text(ping)).await.unwrap();
     let mut before = Vec::new();
     loop {
         let answer = next_text(&mut client).await;
@@ -450,4 +461,79 @@ async fn s6_7_a_line_refused_part_read_that_may_hide_the_policy_grants_nothing()
         granted,
         "a refused message naming another method keeps the grant"
     );
+}
+
+/// §6.7, §6.4: a batch that is no text (a WebSocket binary frame, RFC 8259 §8.1) holding the
+/// policy, in either form and spelling, grants nothing: the frame's envelope is read
+/// leniently, each entry's too (`Discarded::batch_failures`), and it is answered `-32700`
+/// under a null id as a text that does not parse. A binary batch naming another method
+/// keeps the grant (the control).
+#[tokio::test]
+async fn s6_7_a_binary_batch_holding_the_policy_grants_nothing() {
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+    let request = json!({"jsonrpc": "2.0", "id": "narrow", "method": "featureSets/update",
+        "params": {"effectiveCapabilities": []}});
+    let note = json!({"jsonrpc": "2.0", "method": "featureSets/update",
+        "params": {"disabled": ["alerts"]}});
+    let mut standing = Vec::new();
+    for form in [&request, &note] {
+        for escaped in [r#""featureSets/update""#, ESCAPED[0], ESCAPED[1]] {
+            let batch = format!("[{}]", spelled(form, escaped));
+            let frame = WsMessage::binary(batch.into_bytes());
+            let (answers, granted) = granted_after_frame(PeerConfig::default(), frame).await;
+            if granted {
+                standing.push(format!("{escaped}, id {}: {answers:?}", form["id"]));
+            }
+            assert!(
+                answers
+                    .iter()
+                    .any(|a| a["id"].is_null() && a["error"]["code"] == -32700),
+                "{answers:?}"
+            );
+        }
+    }
+    assert!(
+        standing.is_empty(),
+        "the grant before an unread policy still holds: {standing:#?}"
+    );
+    let other = json!([{"jsonrpc": "2.0", "method": "notifications/note"}]).to_string();
+    let frame = WsMessage::binary(other.into_bytes());
+    let (answers, granted) = granted_after_frame(PeerConfig::default(), frame).await;
+    assert!(granted, "{answers:?}");
+}
+
+/// §6.7, §6.4: a batch the parser refused with nothing of it read (cut inside its first
+/// entry, no request read whole before the error: `batch_requests_before` finds none)
+/// whose entry shows the policy grants nothing: read by each entry's envelope as far as
+/// the batch reads (`jsonrpc::head::policy_in`). Answered `-32700` under a null id. One
+/// cut the same way naming another method keeps the grant (the control).
+#[tokio::test]
+async fn s6_7_an_unparsed_batch_with_nothing_read_holding_the_policy_grants_nothing() {
+    let mut standing = Vec::new();
+    for id in [r#""id":"narrow","#, ""] {
+        for method in [r#""featureSets/update""#, ESCAPED[0], ESCAPED[1]] {
+            for cut in [
+                format!(r#"[{{"jsonrpc":"2.0",{id}"method":{method},"params":{{"disabled":["#),
+                format!(r#"[{{"jsonrpc":"2.0",{id}"method":{method},"params":{{}}}},"#),
+            ] {
+                let (answers, granted) = granted_after(PeerConfig::default(), &cut).await;
+                assert!(
+                    answers
+                        .iter()
+                        .any(|a| a["id"].is_null() && a["error"]["code"] == -32700),
+                    "{cut}: {answers:?}"
+                );
+                if granted {
+                    standing.push(cut);
+                }
+            }
+        }
+    }
+    assert!(
+        standing.is_empty(),
+        "the grant before an unread policy still holds: {standing:#?}"
+    );
+    let other = r#"[{"jsonrpc":"2.0","method":"notifications/note","params":{"a":["#;
+    let (answers, granted) = granted_after(PeerConfig::default(), other).await;
+    assert!(granted, "{answers:?}");
 }
