@@ -395,3 +395,34 @@ async fn a_request_that_waited_for_room_has_one_deadline_from_its_call() {
         "the call took {took:?}, past its timeout of {timeout:?} from the call"
     );
 }
+
+/// A request timeout past what an instant can hold (`Duration::MAX`) waits as no timeout
+/// does, the wait for room included: the call that waited for room is answered, never a
+/// panic adding it to the call's instant.
+#[tokio::test(start_paused = true)]
+async fn a_request_with_the_longest_timeout_that_waited_for_room_is_answered() {
+    let config = PeerConfig {
+        outgoing_capacity: 1,
+        request_timeout: Some(std::time::Duration::MAX),
+        ..PeerConfig::default()
+    };
+    let (s, mut raw) = connected_with(config, 256).await;
+    let big = "x".repeat(400);
+    for _ in 0..2 {
+        s.notify_raw("channels/publish", publish_text(&big))
+            .await
+            .unwrap();
+    }
+    let s2 = s.clone();
+    let call = tokio::spawn(async move { s2.request_raw("tools/list", json!({})).await });
+    loop {
+        let line = raw.recv().await;
+        if line["method"] == "tools/list" {
+            raw.send_json(json!({"jsonrpc": "2.0", "id": line["id"], "result": {"tools": []}}))
+                .await;
+            break;
+        }
+        assert_eq!(line["method"], "channels/publish", "{line}");
+    }
+    assert_eq!(call.await.unwrap().unwrap(), json!({"tools": []}));
+}

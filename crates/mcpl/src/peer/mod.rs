@@ -245,27 +245,30 @@ impl Started {
                 Err(_) => Err(shared.closed_error()),
             }
         };
-        let result = match self.timeout {
+        // A timeout past what an instant can hold waits as `None` does.
+        let limit = self.timeout.and_then(|after| {
+            Some((
+                since.unwrap_or_else(Instant::now).checked_add(after)?,
+                after,
+            ))
+        });
+        let result = match limit {
             None => exchange.await,
-            Some(after) => {
-                match tokio::time::timeout_at(since.unwrap_or_else(Instant::now) + after, exchange)
-                    .await
-                {
-                    Ok(r) => r,
-                    Err(_) => {
-                        self.armed = false;
-                        lock(&shared.pending).remove(&self.id);
-                        if self.on_wire {
-                            shared.abandon(self.id.clone(), &format!("timed out after {after:?}"));
-                        }
-                        return Err(PeerError::Timeout {
-                            method: method.to_owned(),
-                            id: self.id.clone(),
-                            after,
-                        });
+            Some((at, after)) => match tokio::time::timeout_at(at, exchange).await {
+                Ok(r) => r,
+                Err(_) => {
+                    self.armed = false;
+                    lock(&shared.pending).remove(&self.id);
+                    if self.on_wire {
+                        shared.abandon(self.id.clone(), &format!("timed out after {after:?}"));
                     }
+                    return Err(PeerError::Timeout {
+                        method: method.to_owned(),
+                        id: self.id.clone(),
+                        after,
+                    });
                 }
-            }
+            },
         };
         self.armed = false;
         result
@@ -660,18 +663,19 @@ impl Peer {
                 _ = until_closed(&mut closed) => Err(shared.closed_error()),
             }
         };
-        let Some((since, after)) = deadline else {
+        // A deadline past what an instant can hold is none.
+        let Some((at, after)) =
+            deadline.and_then(|(since, after)| Some((since.checked_add(after)?, after)))
+        else {
             return wait.await;
         };
-        tokio::time::timeout_at(since + after, wait)
-            .await
-            .unwrap_or_else(|_| {
-                Err(PeerError::Timeout {
-                    method: method.to_owned(),
-                    id: RequestId::from(0u64),
-                    after,
-                })
+        tokio::time::timeout_at(at, wait).await.unwrap_or_else(|_| {
+            Err(PeerError::Timeout {
+                method: method.to_owned(),
+                id: RequestId::from(0u64),
+                after,
             })
+        })
     }
 
     /// Sends a typed notification.
