@@ -537,3 +537,19 @@ async fn s6_7_an_unparsed_batch_with_nothing_read_holding_the_policy_grants_noth
     let (answers, granted) = granted_after(PeerConfig::default(), other).await;
     assert!(granted, "{answers:?}");
 }
+
+/// §6.7, §6.4: a policy Request naming `id` twice, in a batch the parser refused for what
+/// follows it whose other request was read (answered `-32700` under its id), grants
+/// nothing: its id is in doubt, so it is answered under none, but it is the policy all the
+/// same; so is one whose id is none (`null`) or an earlier entry's. Before, such an entry
+/// was skipped whole, the policy with it.
+#[tokio::test]
+async fn s6_7_a_policy_with_its_id_in_doubt_in_a_batch_refused_by_the_parser_grants_nothing() {
+    for id in [r#""id":1,"id":2"#, r#""id":null"#, r#""id":3"#] {
+        let line = format!(
+            r#"[{{"jsonrpc":"2.0","id":3,"method":"ping"}},{{"jsonrpc":"2.0",{id},"method":"featureSets/update","params":{{"effectiveCapabilities":[]}}}}] x"#
+        );
+        let (answers, granted) = granted_after(PeerConfig::default(), &line).await;
+        assert!(!granted, "{id}: {answers:?}");
+    }
+}

@@ -75,6 +75,10 @@ pub(crate) struct BatchFirst {
     /// An entry is the policy Notification (§6.7: `featureSets/update` with no `id`),
     /// refused unread with the line.
     pub(crate) policy_notification: bool,
+    /// An entry is the policy Request (§6.7, an `id` member) not among `requests`: its id
+    /// in doubt (named twice), none (`null`, `1.5`), or one an earlier entry had; refused
+    /// unread with the line all the same.
+    pub(crate) policy_in_doubt: bool,
 }
 
 /// The policy message's method (§6.7), as every refusal reads it.
@@ -111,19 +115,20 @@ pub(crate) fn batch_requests_before(trimmed: &str, max_batch: usize) -> BatchFir
         while let Some((_, d)) = doubled.next_if(|(at, _)| *at <= i) {
             id_in_doubt |= *d == super::doubled::Doubled::Id;
         }
-        let Some(method) = entry.get("method").filter(|_| !id_in_doubt) else {
+        let Some(method) = entry.get("method") else {
             continue;
         };
         let policy = method.as_str() == Some(POLICY);
+        if id_in_doubt {
+            first.policy_in_doubt |= policy;
+            continue;
+        }
         match entry.get("id") {
             None => first.policy_notification |= policy,
-            Some(id) => {
-                if let Some(id) = RequestId::from_value(id) {
-                    if seen.insert(id.clone()) {
-                        first.requests.push((id, policy));
-                    }
-                }
-            }
+            Some(id) => match RequestId::from_value(id) {
+                Some(id) if seen.insert(id.clone()) => first.requests.push((id, policy)),
+                _ => first.policy_in_doubt |= policy,
+            },
         }
     }
     first

@@ -543,11 +543,9 @@ pub(super) fn take_read(
             tracing::warn!("{} messages on a line left unread", pieces.len());
             None
         }
-        Read::UnparsedBatch {
-            ids,
-            error,
-            notification,
-        } => super::unparsed::answer_batch(shared, ids, &error, notification, replies),
+        Read::UnparsedBatch { ids, error, policy } => {
+            super::unparsed::answer_batch(shared, ids, &error, policy, replies)
+        }
         Read::UnparsedPolicy { error, form } => {
             let answered = take_top(shared, Err(error), inbound, replies, &[]);
             let policy = crate::protocol::feature_sets::FeatureSetsUpdate::NAME;

@@ -98,8 +98,9 @@ pub(super) enum Read {
     UnparsedBatch {
         ids: Vec<(RequestId, bool)>,
         error: String,
-        /// An entry is the policy Notification (§6.7), refused unread with the line.
-        notification: bool,
+        /// An entry is the policy message (§6.7) not among `ids` (a Notification, or a
+        /// Request whose id is in doubt or none), refused unread with the line, in this form.
+        policy: Option<crate::policy::Form>,
     },
     /// Several complete messages on one frame's line (`jsonrpc::several_values`), each
     /// read as its own frame's text; `refused_past`: more followed past the bound, and
@@ -238,18 +239,20 @@ pub(super) fn read_text(
                 true => crate::jsonrpc::batch::batch_requests_before(trimmed, max_batch),
                 false => Default::default(),
             };
-            let notification = first.policy_notification;
-            let then = match (first.requests.is_empty(), notification) {
-                (true, false) => Read::Top(Err(e)),
-                // A policy Notification refused unread with its line (§6.7).
-                (true, true) => Read::UnparsedPolicy {
-                    error: e,
-                    form: crate::policy::Form::Notification,
-                },
+            // A policy message refused unread with its line not among the requests answered
+            // (§6.7): a Request whose id is in doubt or none, or a Notification.
+            let policy = match (first.policy_in_doubt, first.policy_notification) {
+                (true, _) => Some(crate::policy::Form::Request),
+                (false, true) => Some(crate::policy::Form::Notification),
+                (false, false) => None,
+            };
+            let then = match (first.requests.is_empty(), policy) {
+                (true, None) => Read::Top(Err(e)),
+                (true, Some(form)) => Read::UnparsedPolicy { error: e, form },
                 (false, _) => Read::UnparsedBatch {
                     ids: first.requests,
                     error: why.clone(),
-                    notification,
+                    policy,
                 },
             };
             let reason = move || format!("the batch holding it could not be parsed: {why}");

@@ -34,13 +34,15 @@ pub(super) fn answer_request(
 }
 
 /// Answers each request of a batch the parser refused for what followed it (`ids`, each
-/// with whether it is the policy Request) under its id, in one array. `notification`: an
-/// entry is the policy Notification, never answered, told to the owner all the same.
+/// with whether it is the policy Request) under its id, in one array. `policy`: an entry
+/// is the policy message not among them (a Notification, never answered; a Request whose
+/// id is in doubt or none, answered only by what the batch's line is owed), told to the
+/// owner all the same, in that form.
 pub(super) fn answer_batch(
     shared: &Shared,
     ids: Vec<(RequestId, bool)>,
     error: &str,
-    notification: bool,
+    policy: Option<crate::policy::Form>,
     replies: &mut Outbox,
 ) -> Option<Parsed> {
     shared.diagnose(Diagnostic::ParseError {
@@ -60,10 +62,10 @@ pub(super) fn answer_batch(
         })
         .collect();
     let _ = replies.send(Value::Array(answers).to_string());
-    let form = match (unread, notification) {
+    let form = match (unread, policy) {
         (true, _) => crate::policy::Form::Request,
-        (false, true) => crate::policy::Form::Notification,
-        (false, false) => return None,
+        (false, Some(form)) => form,
+        (false, None) => return None,
     };
     owner.then_some(Parsed::PolicyUnread(form))
 }
