@@ -1,9 +1,8 @@
-//! How the pump reads one received text ([`classify_answered`]): a JSON frame, an invalid
-//! one (JSON the checker cannot read: nested too deep, a number out of range) or junk, and
-//! the answer a request that does not parse is owed ([`refusal`]); and the notes said
-//! before a frame ([`repeated_name`]). A line of several whole messages is read message by
-//! message ([`text_events`]), and the other messages of a line the transport discarded are
-//! answered each ([`rest_answers`]), both as the library's peer reads them.
+//! How the pump reads one received text ([`classify_answered`]): a JSON frame, an invalid one
+//! (nested too deep, a number out of range) or junk, and the answer a request that does not
+//! parse is owed ([`refusal`]); and the notes said before a frame ([`repeated_name`]). A line
+//! of several whole messages is read message by message ([`text_events`]), and the other
+//! messages of a discarded line are answered each ([`rest_answers`]), as the peer reads them.
 
 use serde_json::Value;
 
@@ -250,12 +249,12 @@ pub(super) fn rest_answers(why: &str, rest: &[Vec<u8>], not_text: Option<&str>) 
 
 /// `why` a frame was discarded, saying how many messages its line held when it held more
 /// than one (`rest`, the others' summaries: MCP's stdio framing is one message per line).
+/// The count is the library's ([`mcpl::peer::rest_refusals`]).
 pub(super) fn on_the_line(why: String, rest: &[Vec<u8>]) -> String {
-    match rest.len() {
-        0 => why,
+    match mcpl::peer::rest_refusals(rest, usize::MAX).count {
+        0 | 1 => why,
         n => format!(
-            "{why}; the line held {} messages (one message per line), each refused with it",
-            n + 1
+            "{why}; the line held {n} messages (one message per line), each refused with it"
         ),
     }
 }
@@ -563,6 +562,15 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The mark of a policy not kept (a string piece) is no message on the line.
+    #[test]
+    fn the_mark_of_a_policy_not_kept_is_no_message_on_the_line() {
+        let rest = [b"{}".to_vec(), b"\"policy request not kept\"".to_vec()];
+        let said = on_the_line("refused".into(), &rest);
+        assert!(said.contains("the line held 2 messages"), "{said}");
+        assert_eq!(on_the_line("refused".into(), &[]), "refused");
+    }
 
     /// What a line transport keeps of a text it discards whole for its size: its envelope
     /// summary ([`Envelope::summary`], bounded); for a text that is no object, its first
