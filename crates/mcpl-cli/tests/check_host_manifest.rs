@@ -443,3 +443,132 @@ async fn a_host_silent_after_its_first_fetch_fails_no_manifest_check() {
     assert_eq!(status(&doc, IDS[1]), "skip", "{doc:#}");
     assert_eq!(status(&doc, IDS[2]), "skip", "{doc:#}");
 }
+
+/// §14.3: a host that does not serve `channels/list` refuses it with an error, before the
+/// changes as after; a refusal it gave before the unparseable manifest is no privilege
+/// dropped by it, so `host.manifest-unparseable-keeps-previous` does not fail (r2 #1).
+#[tokio::test]
+async fn a_host_refusing_channels_list_throughout_keeps_the_previous_manifest() {
+    let rule: Rule = Box::new(|to, v| {
+        if to == To::Host && v["method"] == "channels/list" {
+            let refused = json!({ "jsonrpc": "2.0", "id": v["id"], "error": {
+                "code": -32601, "message": "channels/list is not served by this host" } });
+            return vec![(To::Checker, refused)];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("no_list.json", rule).await;
+    assert_eq!(phase_with(&doc, "fail"), BTreeSet::new(), "{doc:#}");
+    assert_eq!(status(&doc, IDS[1]), "pass", "{doc:#}");
+    assert!(detail(&doc, IDS[1]).contains("refused"), "{doc:#}");
+}
+
+/// §6.7 (tell → receipt → activate) with §17.5 step 3: a host answering `model/info` with
+/// a result right behind the policy Request granting the newly advertised `modelInfo`,
+/// before it could have read the receipt, fails `host.manifest-additions-not-granted`
+/// (r2 #2: the answer was judged under the widened grant).
+#[tokio::test]
+async fn a_host_using_an_addition_before_its_receipt_fails_additions_not_granted() {
+    let mut fetches = Vec::new();
+    let mut answered = 0;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        if to == To::Host && v.get("method").is_none() && fetches.contains(&v["id"]) {
+            answered += 1;
+        }
+        if to == To::Host && v["id"] == "widen-1" && v.get("method").is_none() {
+            return vec![];
+        }
+        if to == To::Host && answered >= 3 && v["method"] == "model/info" {
+            let widen = json!({ "jsonrpc": "2.0", "id": "widen-1",
+                "method": "featureSets/update", "params": { "effectiveCapabilities":
+                    ["pushEvents", "channels.register", "modelInfo",
+                     "contextHooks.beforeInference.inject.beforeUser"] } });
+            let info = json!({ "jsonrpc": "2.0", "id": v["id"],
+                "result": { "model": { "id": "m", "provider": "p" } } });
+            return vec![(To::Checker, widen), (To::Checker, info)];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("early_activate.json", rule).await;
+    assert_eq!(phase_with(&doc, "fail"), set(&[IDS[4]]), "{doc:#}");
+}
+
+/// §17.5 step 1: after one unparseable manifest a host disabling every feature set (by a
+/// Notification, which may carry `disabled`, §6.7) has not kept the previous manifest, and
+/// fails `host.manifest-unparseable-keeps-previous` (r2 #3: only capabilities were compared).
+#[tokio::test]
+async fn a_host_disabling_its_sets_after_one_unparseable_manifest_fails() {
+    let mut fetches = Vec::new();
+    let mut done = false;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        if to == To::Host && fetches.contains(&v["id"]) && v["result"].is_string() && !done {
+            done = true;
+            let off = json!({ "jsonrpc": "2.0", "method": "featureSets/update",
+                "params": { "disabled": ["check.push", "check.hints", "check.turns",
+                    "check.infer", "check.gone", "check.gone-too"] } });
+            return vec![(to, v), (To::Checker, off)];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("unparseable_disable.json", rule).await;
+    assert_eq!(status(&doc, IDS[1]), "fail", "{doc:#}");
+    assert!(detail(&doc, IDS[1]).contains("check.push"), "{doc:#}");
+}
+
+/// §5.4 with §17.5, wire order: a policy Request the host sent right behind its
+/// `mcpl/manifest`, before it could have read the answer, is judged against the
+/// advertisement it held then; naming `channels.incoming`, which the answer removes, is no
+/// grant beyond it (r2 #4).
+#[tokio::test]
+async fn a_policy_request_pipelined_behind_a_fetch_is_judged_before_the_answer() {
+    let mut fetched = 0;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetched += 1;
+            if fetched == 2 {
+                let same = json!({ "jsonrpc": "2.0", "id": "piped-1",
+                    "method": "featureSets/update", "params": { "effectiveCapabilities":
+                        ["pushEvents", "channels.register", "channels.incoming",
+                         "contextHooks.beforeInference.inject.beforeUser"] } });
+                return vec![(to, v), (To::Checker, same)];
+            }
+        }
+        if to == To::Host && v["id"] == "piped-1" && v.get("method").is_none() {
+            return vec![];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("pipelined.json", rule).await;
+    assert_ne!(
+        status(&doc, "host.grant-within-advertisement"),
+        "fail",
+        "{doc:#}"
+    );
+}
+
+/// §17.8: a host MAY coalesce announcements, here fetching once per revision; each change
+/// announces its own revision, so every change is fetched and judged (r2 #5: the
+/// unparseable and the narrowing change shared one, and four checks were skipped).
+#[tokio::test]
+async fn a_host_coalescing_by_revision_fetches_every_change() {
+    let mut revisions = Vec::new();
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Host && v["method"] == "mcpl/manifestChanged" {
+            let r = v["params"]["revision"].clone();
+            if revisions.contains(&r) {
+                return vec![];
+            }
+            revisions.push(r);
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("coalesced.json", rule).await;
+    assert_eq!(phase_with(&doc, "skip"), BTreeSet::new(), "{doc:#}");
+    assert_eq!(phase_with(&doc, "fail"), BTreeSet::new(), "{doc:#}");
+}

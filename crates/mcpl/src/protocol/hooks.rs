@@ -344,6 +344,11 @@ mod tests {
         assert!(params_defects(Some(&frac))
             .join("")
             .contains("turnIndex 1.5"));
+        // `7.0` is the integer 7 by the library's one reading of integers (`int`), as the
+        // typed hook reads it (r2 #6: `is_u64` alone refused it).
+        let float = json!({"inferenceId":"i","conversationId":"c","turnIndex":7.0,
+                           "userMessage":null});
+        assert_eq!(params_defects(Some(&float)), Vec::<String>::new());
         assert_eq!(
             params_defects(None),
             vec!["params are not an object".to_owned()]
