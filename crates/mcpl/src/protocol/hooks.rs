@@ -256,7 +256,9 @@ pub fn params_defects(params: Option<&Value>) -> Vec<String> {
         }
     }
     match o.get("turnIndex") {
-        Some(Value::Number(n)) if n.is_u64() => {}
+        // The library's one reading of an integer (`int`: `7.0` is 7, as the typed hook
+        // reads it).
+        Some(v @ Value::Number(_)) if super::int::is_count(v) => {}
         None => out.push("turnIndex missing".into()),
         Some(other) => out.push(format!(
             "turnIndex {} is not a non-negative integer",
