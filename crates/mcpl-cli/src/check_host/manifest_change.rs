@@ -3,8 +3,11 @@
 //!
 //! 1. **An unparseable manifest**: the fetch is answered with a result that is no object.
 //!    The host learned nothing, so the previous manifest stands and one failure drops no
-//!    MCPL privilege (§17.5 step 1): no narrowing policy message, the connection kept, and
-//!    `channels/list` (when `channels.register` was granted) still answered with a result.
+//!    MCPL privilege (§17.5 step 1): no capability withdrawn nor available feature set made
+//!    unavailable, the connection kept, and `channels/list` (when `channels.register` was
+//!    granted) answered as it was just before the change (§14.3: a host not serving it
+//!    refuses it throughout, which drops nothing). It is announced under a revision of its
+//!    own, so a host coalescing announcements by revision (§17.8) fetches every change.
 //! 2. **A valid narrowing**: [`served::manifest_narrowed`] removes `channels.incoming` and a
 //!    feature set ([`GONE_SETS`]); once the host has read it, a push under the removed set
 //!    and a `channels/incoming` for the checker's registered channel are refused (§17.5
@@ -103,6 +106,13 @@ pub(super) struct Changes {
     since_fetch: u32,
     /// The grant this server held once the host read the last answer to its fetch.
     grant_at_fetch: mcpl::capability::Grant,
+    /// The feature sets available then (§6.4: a set's status is the grant's and the host's
+    /// selection's; a set disabled since is a narrowing too).
+    available_at_fetch: Vec<String>,
+    /// What `channels/list` got just before the unparseable manifest was announced: `true`
+    /// a result, `false` an error (§14.3: a host not serving it refuses it), `None` not
+    /// probed or neither.
+    list_before: Option<bool>,
     /// The probes since the last verdict that got neither a result nor an error, described.
     quiet: Vec<String>,
 }
@@ -117,6 +127,8 @@ impl Default for Changes {
             unfetched: Vec::new(),
             since_fetch: 0,
             grant_at_fetch: mcpl::capability::Grant::none(),
+            available_at_fetch: Vec::new(),
+            list_before: None,
             quiet: Vec::new(),
         }
     }
@@ -133,10 +145,7 @@ impl Changes {
             }
             Serving::Unparseable(kept) => {
                 self.serving = Serving::Manifest(kept);
-                (
-                    json!("mcpl check-host: this is not a manifest (§17.5 probe)"),
-                    None,
-                )
+                (unparseable(), None)
             }
         }
     }
@@ -162,6 +171,34 @@ impl Run {
                 .set_declarations(mcpl::policy::FeatureSets::from_mcpl(&m).0);
         }
         self.changes.grant_at_fetch = *self.policy.grant();
+        self.changes.available_at_fetch = self.available_sets();
+    }
+
+    /// The feature sets available now, by name.
+    fn available_sets(&self) -> Vec<String> {
+        self.policy
+            .statuses()
+            .into_iter()
+            .filter(|(_, s)| s.is_available())
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    /// What `channels/list` gets now, when `channels.register` is granted: the answer the
+    /// one after the unparseable manifest is compared with ([`Changes::list_before`]), so a
+    /// host refusing it throughout (§14.3) is not read as dropping a privilege.
+    async fn list_before_change(&mut self, deadline: Instant) {
+        self.changes.list_before = None;
+        let bound = self.bound_within(deadline);
+        if bound.is_zero() || !self.policy.allows(Capability::ChannelsRegister) {
+            return;
+        }
+        self.changes.list_before =
+            match self.call_within(ChannelsList::NAME, json!({}), bound).await {
+                Reply::Result(_) => Some(true),
+                Reply::Error(_) => Some(false),
+                _ => None,
+            };
     }
 
     /// Notes a policy message of the host's during the phase: `changed` when it changed the
@@ -201,12 +238,14 @@ impl Run {
     /// The three changes in order; the reason the checks not judged were not, if any.
     /// `counts`: the policy messages each fetched change was followed by.
     async fn each_change(&mut self, deadline: Instant, counts: &mut Vec<u32>) -> Option<String> {
-        // 1. Unparseable.
+        // 1. Unparseable, announced under a revision of its own (§17.8: a host MAY coalesce
+        // announcements, so one sharing the next change's revision could go unfetched).
         let narrowed = served::manifest_narrowed();
-        let revision = narrowed.get("revision").cloned().unwrap_or(Value::Null);
+        let revision = json!(mcpl::manifest::revision(&unparseable()).unwrap_or_default());
         let kept = match &self.changes.serving {
             Serving::Manifest(m) | Serving::Unparseable(m) => m.clone(),
         };
+        self.list_before_change(deadline).await;
         self.changes.serving = Serving::Unparseable(kept);
         if let Some(why) = self.announce(&revision, deadline).await {
             return Some(why);
@@ -220,6 +259,7 @@ impl Run {
         let pushed = push_probe(GONE_SETS[0], "gone-1");
         let push_gone = self.host_rule(PushEvent::NAME, &pushed) == Ok(true);
         let incoming = self.channel_held && self.policy.allows(Capability::ChannelsIncoming);
+        let revision = narrowed.get("revision").cloned().unwrap_or(Value::Null);
         self.changes.serving = Serving::Manifest(narrowed);
         if let Some(why) = self.announce(&revision, deadline).await {
             return Some(why);
@@ -471,27 +511,74 @@ impl Run {
             self.record(UNPARSEABLE, Status::Fail, d);
             return;
         }
-        let bound = self.bound_within(deadline);
-        if !listed || bound.is_zero() {
-            let d = "after one unparseable mcpl/manifest answer the host kept the connection and \
-                     sent no narrowing policy (channels/list not probed: channels.register not \
-                     granted)";
-            self.record(UNPARSEABLE, Status::Pass, d);
+        let now = self.available_sets();
+        let disabled = self
+            .changes
+            .available_at_fetch
+            .iter()
+            .filter(|s| !now.contains(s))
+            .map(String::as_str)
+            .collect::<Vec<_>>();
+        if !disabled.is_empty() {
+            let d = format!(
+                "after one unparseable mcpl/manifest answer the host's policy made feature \
+                 set(s) {} unavailable (§17.5 step 1: nothing was learned, the previous \
+                 manifest stands, and a single failure must not drop MCPL privileges)",
+                disabled.join(", ")
+            );
+            self.record(UNPARSEABLE, Status::Fail, d);
             return;
         }
+        let bound = self.bound_within(deadline);
+        let kept = "after one unparseable mcpl/manifest answer the host kept the connection and \
+                    sent no narrowing policy (no capability withdrawn, no available feature set \
+                    disabled)";
+        if !listed || bound.is_zero() {
+            let why = if listed {
+                format!("the manifest-change probes' budget ({PHASE_STEPS} × --timeout) ran out")
+            } else {
+                "channels.register not granted".to_owned()
+            };
+            self.record(
+                UNPARSEABLE,
+                Status::Pass,
+                format!("{kept}; channels/list not probed: {why}"),
+            );
+            return;
+        }
+        let before = self.changes.list_before;
         match self.call_within(ChannelsList::NAME, json!({}), bound).await {
             Reply::Result(_) => self.record(
                 UNPARSEABLE,
                 Status::Pass,
-                "after one unparseable mcpl/manifest answer the host kept its grant: \
-                 channels/list, granted before, still answered with a result",
+                format!("{kept}; channels/list, granted before, still answered with a result"),
             ),
             Reply::Closed => {}
+            // §14.3: a host not serving the inbound form refuses it with an error; refused
+            // before the change as after, it shows no privilege dropped.
+            Reply::Error(e) if before == Some(false) => self.record(
+                UNPARSEABLE,
+                Status::Pass,
+                format!(
+                    "{kept}; channels/list refused {} after it as before the change (§14.3: \
+                     a host may refuse it), so nothing was dropped",
+                    e.code
+                ),
+            ),
+            Reply::Error(e) if before.is_none() => {
+                let d = format!(
+                    "{kept}; channels/list refused {} after it, and before the change it got \
+                     no answer to compare, which shows neither a grant kept nor one dropped",
+                    e.code
+                );
+                self.record(UNPARSEABLE, Status::Skip, d);
+            }
             Reply::Error(e) => {
                 let d = format!(
                     "after one unparseable mcpl/manifest answer, channels/list (channels.register \
-                     granted then, no policy change since) was refused {} (§17.5 step 1: the \
-                     previous manifest stands; a single failure must not drop MCPL privileges)",
+                     granted then, no policy change since, answered with a result just before \
+                     the change) was refused {} (§17.5 step 1: the previous manifest stands; a \
+                     single failure must not drop MCPL privileges)",
                     e.code
                 );
                 self.record(UNPARSEABLE, Status::Fail, d);
@@ -624,4 +711,11 @@ impl Run {
 /// A push under `set`: one of [`GONE_SETS`], which only a removal disables.
 fn push_probe(set: &str, event_id: &str) -> Value {
     served::push(set, event_id)
+}
+
+/// The answer to a fetch that is no manifest (§17.5 step 1: "does not parse at all"): a
+/// JSON string, not an object. Its revision (§17.2's digest of the value served) names the
+/// first change's announcement.
+fn unparseable() -> Value {
+    json!("mcpl check-host: this is not a manifest (§17.5 probe)")
 }
