@@ -623,13 +623,18 @@ impl Run {
                 break;
             }
             let reply = self.call_within(method, params, bound).await;
-            let granted = self.as_answered(|run| run.policy.allows(needs));
+            // §6.7: granted only under the grant in force when the answer came and, were a
+            // later receipt held then, under the grant before it too (the host could not
+            // have read it yet: tell → receipt → activate).
+            let held = self.held_when_answered();
+            let granted = self.as_answered(|run| run.policy.allows(needs))
+                && held.map_or(true, |(before, _)| before.allows(needs));
             match reply {
                 Reply::Closed => return,
                 Reply::Error(e) => refused.push(format!("{what} refused {}", e.code)),
                 Reply::Result(_) if granted => refused.push(format!(
-                    "{what} answered once a policy Request granting {} was answered \
-                     (tell → receipt → activate)",
+                    "{what} answered, read after a policy Request granting {} and once its \
+                     receipt was written (tell → receipt → activate)",
                     needs.as_str()
                 )),
                 Reply::Result(r) => {
@@ -642,7 +647,8 @@ impl Run {
         if !used.is_empty() {
             let d = format!(
                 "{}, with no policy Request granting it since the fetched manifest advertised \
-                 it (§17.5 step 3: additions never auto-grant; §6.7: tell → receipt → activate)",
+                 it, or before the host could have read that Request's receipt (§17.5 step 3: \
+                 additions never auto-grant; §6.7: tell → receipt → activate)",
                 used.join("; ")
             );
             self.record(ADDITIONS, Status::Fail, d);

@@ -605,6 +605,9 @@ impl Run {
 pub(super) struct Snapshot {
     policy: ServerPolicyState,
     grant_notified: bool,
+    /// [`Run::expanding`] then: the grants before the expansions whose receipts were held
+    /// (read by [`Run::held_when_answered`], never swapped in).
+    expanding: Option<(Grant, Grant)>,
 }
 
 impl Run {
@@ -613,6 +616,18 @@ impl Run {
         Snapshot {
             policy: self.policy.clone(),
             grant_notified: self.grant_notified,
+            expanding: self.expanding,
+        }
+    }
+
+    /// [`Run::expanding`] as it stood when the last call's answer came
+    /// ([`Run::answered_under`]; as it stands now when none was kept): an answer read while
+    /// a later receipt was held came before the host could have read it (§6.7: tell →
+    /// receipt → activate), so what the expansion granted did not cover it.
+    pub(super) fn held_when_answered(&self) -> Option<(Grant, Grant)> {
+        match &self.answered_under {
+            Some(then) => then.expanding,
+            None => self.expanding,
         }
     }
 
@@ -635,6 +650,7 @@ impl Run {
         Snapshot {
             policy: std::mem::replace(&mut self.policy, s.policy),
             grant_notified: std::mem::replace(&mut self.grant_notified, s.grant_notified),
+            expanding: s.expanding,
         }
     }
 }
