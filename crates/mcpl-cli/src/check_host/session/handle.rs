@@ -136,6 +136,19 @@ impl Run {
             // §17.4, as the manifest-change probes serve it ([`super::super::manifest_change`]).
             ManifestFetch::NAME => {
                 let (answer, read) = self.fetch_requested();
+                // Wire order (§5.4 with §17.5): what the host sent behind its fetch, before
+                // it could read the answer, is judged against the advertisement it held
+                // then. An answer changing the advertisement is written once a ping has
+                // done a round trip, as a widening receipt is (§6.7): what comes before the
+                // ping's answer is handled under the advertisement before it. The grant is
+                // unchanged meanwhile, so the grants "before" are the ones in force.
+                let changes = read.as_ref().is_some_and(|m| {
+                    super::super::served::advertisement_of(m) != self.policy.advertised()
+                });
+                if changes {
+                    let now = (*self.policy.grant(), *self.policy.offered());
+                    self.hold_later_receipt(now).await;
+                }
                 fetched = Some(read);
                 Ok(answer)
             }
@@ -205,7 +218,8 @@ impl Run {
     /// answered, what comes is judged under the grants before each expansion still held;
     /// the answer to a later ping ends the holds before it too (the host read their
     /// receipts first). Each is held up to [`Run::hold_each`], bounded in all by
-    /// [`Run::hold_left`].
+    /// [`Run::hold_left`]. The answer to a `mcpl/manifest` that changes the advertisement is
+    /// held so too, `before` then being the grants in force (§17.5, wire order).
     pub(super) async fn hold_later_receipt(&mut self, before: (Grant, Grant)) {
         if self.closed || self.hold_left.is_zero() {
             return;
