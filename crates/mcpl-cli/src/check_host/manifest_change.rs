@@ -476,9 +476,11 @@ impl Run {
     }
 
     /// §17.5 step 1: after an unparseable manifest the previous one stands and a single
-    /// failure drops no MCPL privilege: no narrowing policy message since the host read it,
-    /// the connection kept, and `channels/list` answered with a result when it was granted
-    /// then.
+    /// failure drops no MCPL privilege: no narrowing policy message since the host read it
+    /// (no capability withdrawn, no available feature set made unavailable), the connection
+    /// kept, and `channels/list`, when it was granted then, answered as it was just before
+    /// the announcement ([`Changes::list_before`]: an error before and after is no change,
+    /// §14.3 letting a host refuse it; an error after a result fails).
     async fn judge_unparseable(&mut self, deadline: Instant) {
         let listed = self
             .changes
