@@ -449,3 +449,85 @@ async fn a_refusal_before_a_withdrawal_is_judged_under_the_grant_it_came_under()
     let (status, detail) = verdict(&doc, "host.invalid-uses-refused");
     assert_eq!(status, "pass", "{detail}");
 }
+
+/// F4 (§10.5, §10.1 with §8): text nested under a listed member passed, the scans stopping
+/// at the top level: a `completed` signal whose `usage` carries `assistantText`, and a hook
+/// whose `model` carries `lastPrompt` with `observe` not granted. Each now warns naming the
+/// nested member; a `usage` carrying a denylisted `text` fails (the library's scan reaches
+/// nested members too).
+#[tokio::test]
+async fn text_nested_under_a_listed_member_is_read() {
+    for denylisted in [false, true] {
+        let key = if denylisted { "text" } else { "assistantText" };
+        let signals = [
+            json!({ "jsonrpc": "2.0", "method": "inference/lifecycle", "params": {
+                "inferenceId": "q", "conversationId": "c", "turnIndex": 0,
+                "phase": "started" } }),
+            json!({ "jsonrpc": "2.0", "method": "inference/lifecycle", "params": {
+                "inferenceId": "q", "conversationId": "c", "turnIndex": 0,
+                "phase": "completed",
+                "usage": { "inputTokens": 1, "outputTokens": 1, key: "the full reply" } } }),
+            json!({ "jsonrpc": "2.0", "id": "h1", "method": "context/beforeInference",
+                "params": { "inferenceId": "i2", "conversationId": "c", "turnIndex": 1,
+                    "model": { "id": "m", "vendor": "v", "contextWindow": 1,
+                               "capabilities": [], "lastPrompt": "secret user text" } } }),
+        ];
+        let mut pending: String = signals.iter().map(line).collect();
+        let grant = json!([
+            "pushEvents",
+            "inferenceLifecycle",
+            "contextHooks.beforeInference.inject.beforeUser"
+        ]);
+        let doc = scripted(&format!("nested-{denylisted}.json"), head(grant), |m| {
+            format!("{}{}", std::mem::take(&mut pending), strict(m, false))
+        })
+        .await;
+        let (status, detail) = verdict(&doc, "host.lifecycle-metadata-only");
+        let expected = if denylisted { "fail" } else { "warn" };
+        assert_eq!(status, expected, "{detail}");
+        assert!(detail.contains(&format!("usage.{key}")), "{detail}");
+        let (status, detail) = verdict(&doc, "host.user-message-redacted");
+        assert_eq!(status, "warn", "{detail}");
+        assert!(detail.contains("model.lastPrompt"), "{detail}");
+    }
+}
+
+/// F8a (§14.3, §14.2): a host whose `channels/list` names a channel the checker never
+/// registered (`evil:invented`), or one id twice, passed `host.channels-list-complete`
+/// since it named `check:a`. Each now warns naming the entry; the honest list passes.
+#[tokio::test]
+async fn a_list_inventing_or_repeating_a_channel_warns() {
+    let honest = json!([{ "id": "check:a", "type": "check" }]);
+    let invented = json!([{ "id": "check:a", "type": "check" },
+                          { "id": "evil:invented", "type": "evil" }]);
+    let repeated = json!([{ "id": "check:a", "type": "check" },
+                          { "id": "check:a", "type": "check" }]);
+    for (name, listed, expected, said) in [
+        ("honest", honest, "pass", "check:a among them"),
+        ("invented", invented, "warn", "evil:invented"),
+        ("repeated", repeated, "warn", "repeats the id"),
+    ] {
+        let grant = json!(["pushEvents", "channels.register"]);
+        let doc = scripted(&format!("list-{name}.json"), head(grant), |m| {
+            match m["method"].as_str().unwrap_or("") {
+                "channels/register" => {
+                    let results: Vec<Value> = m["params"]["channels"]
+                        .as_array()
+                        .map(|cs| {
+                            cs.iter()
+                                .map(|c| json!({ "id": c["id"], "accepted": true }))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    ok(m, json!({ "results": results }))
+                }
+                "channels/list" => ok(m, json!({ "channels": listed })),
+                _ => strict(m, false),
+            }
+        })
+        .await;
+        let (status, detail) = verdict(&doc, "host.channels-list-complete");
+        assert_eq!(status, expected, "{name}: {detail}");
+        assert!(detail.contains(said), "{name}: {detail}");
+    }
+}

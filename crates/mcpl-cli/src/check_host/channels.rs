@@ -18,6 +18,16 @@ use crate::check::report::Status;
 /// The check of the `channels/list` sent once a channel is registered.
 const LIST: &str = "host.channels-list-complete";
 
+/// Every channel id the checker offers a host in a run (`channels/register`,
+/// `channels/changed`): a listed id outside them was never registered on this connection.
+const OFFERED: &[&str] = &[
+    "check:a",
+    "check:b",
+    "check:early",
+    super::served::CHANGED_IDS[0],
+    super::served::DUPLICATE_ID,
+];
+
 /// §14.3 (`channels/list` lists the channels known for this connection): why `result`, the
 /// host's answer, does not list `held` (a channel the host accepted in `channels/register`),
 /// as `(status, detail)`. Reading, as `mcpl check`'s `channels.list-answered` reads a
@@ -35,6 +45,17 @@ pub(super) fn list_verdict(result: &Value, held: &str) -> (Status, String) {
         .iter()
         .any(|c| c.get("id").and_then(Value::as_str) == Some(held));
     let n = listed.len();
+    // F8a: an id the checker never registered, or one listed twice (the library's rule).
+    let defects = mcpl::protocol::channels::list_defects(listed, |id| OFFERED.contains(&id));
+    if !defects.is_empty() {
+        let d = format!(
+            "channels/list listed {n} channel(s), disagreeing with the channels the checker \
+             registered: {} (a warning, as a list leaving one out: no MUST names the list's \
+             content)",
+            defects.join("; ")
+        );
+        return (Status::Warn, d);
+    }
     if named {
         return (
             Status::Pass,
@@ -357,6 +378,18 @@ mod tests {
         assert_eq!(status, Status::Warn);
         assert!(d.contains("left out check:a") && d.contains("§14.3"), "{d}");
         assert_eq!(list_verdict(&json!({}), "check:a").0, Status::Fail);
+        // F8a (§14.3, §14.2): an invented id, or one listed twice, warns naming it.
+        for bad in [
+            json!({ "channels": [ { "id": "check:a" }, { "id": "evil:invented" } ] }),
+            json!({ "channels": [ { "id": "check:a" }, { "id": "check:a" } ] }),
+        ] {
+            let (status, d) = list_verdict(&bad, "check:a");
+            assert_eq!(status, Status::Warn, "{d}");
+            assert!(d.contains("evil:invented") || d.contains("repeats"), "{d}");
+        }
+        let both = json!({ "channels": [ { "id": "check:a" }, { "id": "check:b" },
+                                          { "id": "check:dup" } ] });
+        assert_eq!(list_verdict(&both, "check:a").0, Status::Pass);
     }
 
     /// `check:a` is held only when its own result accepts it.

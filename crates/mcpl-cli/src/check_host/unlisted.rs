@@ -46,33 +46,71 @@ const MAX_NAMES: usize = 4;
 /// Characters of a returned name.
 const MAX_NAME_CHARS: usize = 64;
 
+/// The members §10.5 and §10.1 list as objects, with the members their own sections list
+/// (§10.5 `usage`: the token counts; §12.1 `model`). Text under one of theirs outside these
+/// is read as text outside the listed fields too (finding F4: `usage.assistantText`,
+/// `model.lastPrompt` passed, the walk having stopped at the top level).
+const NESTED_LISTED: &[(&str, &[&str])] = &[
+    ("usage", &["inputTokens", "outputTokens"]),
+    ("model", &["id", "vendor", "contextWindow", "capabilities"]),
+];
+
 /// The members of `params` outside `listed` and outside `skip` whose value holds a
-/// non-empty string (at most [`MAX_NAMES`], each cut to [`MAX_NAME_CHARS`], in the
-/// order the parsed object holds them).
+/// non-empty string, and those of a listed object member ([`NESTED_LISTED`]) outside its
+/// own listed ones, named `usage.x` (at most [`MAX_NAMES`], each cut to
+/// [`MAX_NAME_CHARS`], in the order the parsed object holds them). Every value is read
+/// within one budget of [`MAX_VALUES`].
 pub(super) fn text_members(params: Option<&Value>, listed: &[&str], skip: &[&str]) -> Vec<String> {
     let Some(members) = params.and_then(Value::as_object) else {
         return Vec::new();
     };
-    members
-        .iter()
-        .filter(|(k, _)| !listed.contains(&k.as_str()) && !skip.contains(&k.as_str()))
-        .filter(|(_, v)| holds_text(v))
-        .take(MAX_NAMES)
-        .map(|(k, _)| k.chars().take(MAX_NAME_CHARS).collect())
-        .collect()
+    let mut budget = MAX_VALUES;
+    let mut names = Vec::new();
+    for (k, v) in members {
+        if names.len() >= MAX_NAMES {
+            break;
+        }
+        if skip.contains(&k.as_str()) {
+            continue;
+        }
+        if !listed.contains(&k.as_str()) {
+            if holds_text(v, &mut budget) {
+                names.push(k.chars().take(MAX_NAME_CHARS).collect());
+            }
+            continue;
+        }
+        let Some((_, inner)) = NESTED_LISTED.iter().find(|(n, _)| *n == k) else {
+            continue;
+        };
+        let Some(children) = v.as_object() else {
+            continue;
+        };
+        for (c, cv) in children {
+            if names.len() >= MAX_NAMES {
+                break;
+            }
+            if inner.contains(&c.as_str()) || skip.contains(&c.as_str()) {
+                continue;
+            }
+            if holds_text(cv, &mut budget) {
+                names.push(format!("{k}.{c}").chars().take(MAX_NAME_CHARS).collect());
+            }
+        }
+    }
+    names
 }
 
 /// Whether `v` holds a non-empty string anywhere within it (a member name is no text: an
-/// object's keys are read as structure). Walks at most [`MAX_VALUES`] values, without
-/// recursion; past them, it answers `true` (fail closed: what was not read may hold text).
-fn holds_text(v: &Value) -> bool {
+/// object's keys are read as structure). Walks at most `budget` values (spending them),
+/// without recursion, so at any depth; past them, it answers `true` (fail closed: what was
+/// not read may hold text).
+fn holds_text(v: &Value, budget: &mut usize) -> bool {
     let mut stack = vec![v];
-    let mut seen = 0usize;
     while let Some(v) = stack.pop() {
-        seen += 1;
-        if seen > MAX_VALUES {
+        if *budget == 0 {
             return true;
         }
+        *budget -= 1;
         match v {
             Value::String(s) if !s.is_empty() => return true,
             Value::Array(a) => stack.extend(a.iter()),
@@ -103,6 +141,25 @@ mod tests {
         assert_eq!(named, ["history", "metadata", "output"]);
         assert!(text_members(Some(&json!("x")), LIFECYCLE_LISTED, &[]).is_empty());
         assert!(text_members(None, HOOK_LISTED, &[]).is_empty());
+    }
+
+    /// F4: text under a listed object member, outside its own listed members, is named;
+    /// its listed ones (`model.id`, `model.capabilities`) and a skipped name are not.
+    #[test]
+    fn s10_5_text_nested_under_a_listed_member_is_named() {
+        let p = json!({ "inferenceId": "i", "phase": "completed",
+            "usage": { "inputTokens": 1, "assistantText": "the reply", "n": 2 },
+            "model": { "id": "m", "vendor": "v", "capabilities": ["tools"],
+                       "lastPrompt": { "deep": ["secret"] }, "text": "skipped" } });
+        assert_eq!(
+            text_members(Some(&p), LIFECYCLE_LISTED, &["text"]),
+            ["model.lastPrompt", "usage.assistantText"]
+        );
+        assert_eq!(
+            text_members(Some(&p), HOOK_LISTED, &[]),
+            ["model.lastPrompt", "model.text", "phase", "usage"],
+            "§10.1 lists neither phase nor usage"
+        );
     }
 
     /// The walk is bounded: a member past [`MAX_VALUES`] values reads as holding text.

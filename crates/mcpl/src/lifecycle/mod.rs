@@ -423,11 +423,7 @@ impl LifecycleTracker {
             };
         }
         let mut diagnostics = Vec::new();
-        let mut members: Vec<String> = params
-            .content_like_members()
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
+        let mut members: Vec<String> = params.content_like_members();
         let LifecycleParams {
             inference_id: id,
             conversation_id,

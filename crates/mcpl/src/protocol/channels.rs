@@ -605,6 +605,55 @@ pub fn descriptor_defects(d: &Value) -> Vec<String> {
     out
 }
 
+/// Most defects [`list_defects`] names (a hostile list may hold thousands).
+pub const MAX_LIST_DEFECTS: usize = 8;
+
+/// Bytes of a channel id [`list_defects`] quotes (the rest is cut).
+const LIST_ID_SHOWN: usize = 64;
+
+/// What makes a `channels/list` answer's `channels` disagree with the channels the asking
+/// side registered (`registered`: whether an id is one it registered, added or opened on
+/// this connection), one sentence per defect, at most [`MAX_LIST_DEFECTS`]; empty when it
+/// agrees. Reading (finding F8a): §14.3 lists the channels known *for this connection*, so
+/// an id the asker never registered is one the lister invented or took from elsewhere;
+/// §14.2 makes an id unique within the connection, so an id listed twice names two
+/// channels by one id. Entries without a string `id` are [`descriptor_defects`]' concern,
+/// not named here. A channel left out is the caller's reading (the list is read at a
+/// moment a registration may cross). Linear in the list: a sorted set of the ids seen.
+pub fn list_defects(channels: &[Value], registered: impl Fn(&str) -> bool) -> Vec<String> {
+    let shown = |id: &str| {
+        let mut end = id.len().min(LIST_ID_SHOWN);
+        while !id.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{:?}", &id[..end])
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for (i, id) in channels
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| Some((i, c.get("id")?.as_str()?)))
+    {
+        if out.len() >= MAX_LIST_DEFECTS {
+            break;
+        }
+        if !seen.insert(id) {
+            out.push(format!(
+                "channels[{i}] repeats the id {} (§14.2: an id is unique within the connection)",
+                shown(id)
+            ));
+        } else if !registered(id) {
+            out.push(format!(
+                "channels[{i}] names {}, a channel never registered on this connection \
+                 (§14.3: the list is of the channels known for this connection)",
+                shown(id)
+            ));
+        }
+    }
+    out
+}
+
 /// Every defect of one `channels/incoming` message, named `at`, against §14.3; empty when
 /// its shape is right. §14.3 gives the message by example only; read as the typed
 /// [`IncomingMessage`] reads it: an object with a string `channelId` (what the host
@@ -744,5 +793,32 @@ mod tests {
         let r: ItemizedResult = serde_json::from_value(v.clone()).unwrap();
         assert!(!r.results[1].accepted);
         assert_eq!(serde_json::to_value(&r).unwrap(), v);
+    }
+
+    /// §14.3, §14.2 (F8a): an id never registered and an id listed twice are named; a list
+    /// of registered ids, each once, is not; the count is bounded.
+    #[test]
+    fn s14_3_a_list_naming_an_unregistered_or_repeated_id_is_defective() {
+        let reg = |id: &str| id.starts_with("check:");
+        let ok = [
+            json!({ "id": "check:a" }),
+            json!({ "id": "check:b" }),
+            json!({}),
+        ];
+        assert!(list_defects(&ok, reg).is_empty());
+        let bad = [
+            json!({ "id": "check:a" }),
+            json!({ "id": "evil:invented" }),
+            json!({ "id": "check:a" }),
+        ];
+        let d = list_defects(&bad, reg);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(
+            d[0].contains("evil:invented") && d[0].contains("§14.3"),
+            "{d:?}"
+        );
+        assert!(d[1].contains("repeats") && d[1].contains("§14.2"), "{d:?}");
+        let many: Vec<Value> = (0..100).map(|i| json!({ "id": format!("x{i}") })).collect();
+        assert_eq!(list_defects(&many, reg).len(), MAX_LIST_DEFECTS);
     }
 }

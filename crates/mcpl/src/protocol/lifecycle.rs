@@ -86,18 +86,104 @@ pub struct LifecycleParams {
     pub extra: Extra,
 }
 
+/// Most values [`LifecycleParams::content_like_members`] reads (a hostile signal may nest
+/// an unknown member deep and wide; the walk's time is bounded by it, its memory by the
+/// message).
+pub const MAX_CONTENT_SCAN_VALUES: usize = 4_096;
+
+/// Deepest nesting [`LifecycleParams::content_like_members`] reads below a member.
+pub const MAX_CONTENT_SCAN_DEPTH: usize = 16;
+
+/// Bytes of one path [`LifecycleParams::content_like_members`] names (longer ones are cut).
+const MAX_PATH_BYTES: usize = 128;
+
+/// Most paths [`LifecycleParams::content_like_members`] names.
+const MAX_PATHS: usize = 16;
+
 impl LifecycleParams {
-    /// Names of received members that look like message content (see
-    /// [`CONTENT_LIKE_MEMBERS`]); non-empty means the sender violated §10.5. A member
-    /// written `null` carries no content and is read as absent ([`super::given`]'s reading
-    /// of every optional member: a serializer writing `null` for "not set" means absent).
-    pub fn content_like_members(&self) -> Vec<&str> {
-        self.extra
+    /// Paths of received members that look like message content (see
+    /// [`CONTENT_LIKE_MEMBERS`]); non-empty means the sender violated §10.5. The names are
+    /// looked for at any depth of the unknown members, of `usage`'s and of `model`'s
+    /// (`usage.text`, `metadata.history[0].content`): §10.5 forbids content anywhere in
+    /// the signal, not only at its top level (finding F4). A member written `null` carries
+    /// no content and is read as absent ([`super::given`]'s reading of every optional
+    /// member: a serializer writing `null` for "not set" means absent).
+    ///
+    /// Bounded: at most [`MAX_CONTENT_SCAN_VALUES`] values and [`MAX_CONTENT_SCAN_DEPTH`]
+    /// levels are read, at most 16 paths named, each cut to 128 bytes. What lies past a
+    /// bound is not read and is named `<member>…` (fail closed: it may hold content).
+    pub fn content_like_members(&self) -> Vec<String> {
+        let roots = self
+            .extra
             .iter()
-            .filter(|(k, v)| !v.is_null() && CONTENT_LIKE_MEMBERS.contains(&k.as_str()))
-            .map(|(k, _)| k.as_str())
-            .collect()
+            .map(|(k, v)| (k.clone(), v))
+            .chain(
+                self.usage
+                    .iter()
+                    .flat_map(|u| u.extra.iter().map(|(k, v)| (format!("usage.{k}"), v))),
+            )
+            .chain(
+                self.model
+                    .iter()
+                    .flat_map(|m| m.extra.iter().map(|(k, v)| (format!("model.{k}"), v))),
+            );
+        let mut found = Vec::new();
+        let mut budget = MAX_CONTENT_SCAN_VALUES;
+        for (name, value) in roots {
+            let leaf = name.rsplit('.').next().unwrap_or(&name);
+            if !value.is_null() && CONTENT_LIKE_MEMBERS.contains(&leaf) {
+                found.push(cut(name.clone()));
+            }
+            let mut stack = vec![(name, value, 0usize)];
+            while let Some((path, v, depth)) = stack.pop() {
+                if budget == 0 || depth > MAX_CONTENT_SCAN_DEPTH {
+                    found.push(cut(format!("{path}…")));
+                    break;
+                }
+                budget -= 1;
+                match v {
+                    serde_json::Value::Object(o) => {
+                        for (k, c) in o {
+                            let p = format!("{path}.{k}");
+                            if !c.is_null() && CONTENT_LIKE_MEMBERS.contains(&k.as_str()) {
+                                found.push(cut(p.clone()));
+                            }
+                            stack.push((p, c, depth + 1));
+                        }
+                    }
+                    serde_json::Value::Array(a) => {
+                        for (i, c) in a.iter().enumerate() {
+                            stack.push((format!("{path}[{i}]"), c, depth + 1));
+                        }
+                    }
+                    _ => {}
+                }
+                if found.len() >= MAX_PATHS {
+                    break;
+                }
+            }
+            if found.len() >= MAX_PATHS || budget == 0 {
+                break;
+            }
+        }
+        found.sort();
+        found.dedup();
+        found.truncate(MAX_PATHS);
+        found
     }
+}
+
+/// `path` cut to at most [`MAX_PATH_BYTES`] bytes, on a character boundary.
+fn cut(mut path: String) -> String {
+    if path.len() > MAX_PATH_BYTES {
+        let mut end = MAX_PATH_BYTES;
+        while !path.is_char_boundary(end) {
+            end -= 1;
+        }
+        path.truncate(end);
+        path.push('…');
+    }
+    path
 }
 
 method!(
@@ -118,10 +204,52 @@ mod tests {
             "userMessage": "secret", "assistantMessage": "also secret", "vendorX": 1
         }))
         .unwrap();
-        let mut m = p.content_like_members();
-        m.sort();
+        let m = p.content_like_members();
         assert_eq!(m, vec!["assistantMessage", "userMessage"]);
         assert!(p.phase.is_terminal());
+    }
+
+    /// §10.5 (F4): content anywhere in the signal is content, not only at its top level:
+    /// under `usage`, under `model`, under an unknown member, in an array.
+    #[test]
+    fn s10_5_nested_content_members_are_reported() {
+        let p: LifecycleParams = serde_json::from_value(json!({
+            "inferenceId": "inf_1", "phase": "completed",
+            "usage": { "inputTokens": 1, "text": "the reply" },
+            "model": { "id": "m", "prompt": "the user's" },
+            "metadata": { "history": [{ "content": "earlier" }], "n": 3, "response": null }
+        }))
+        .unwrap();
+        assert_eq!(
+            p.content_like_members(),
+            vec!["metadata.history[0].content", "model.prompt", "usage.text"]
+        );
+    }
+
+    /// The walk is bounded in depth and in values; what it did not read is named (fail
+    /// closed), never walked at length.
+    #[test]
+    fn the_content_scan_is_bounded() {
+        let mut deep = json!(1);
+        for _ in 0..(MAX_CONTENT_SCAN_DEPTH + 4) {
+            deep = json!({ "a": deep });
+        }
+        let p: LifecycleParams =
+            serde_json::from_value(json!({ "inferenceId": "i", "phase": "started", "deep": deep }))
+                .unwrap();
+        let m = p.content_like_members();
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(m[0].starts_with("deep.a.a") && m[0].ends_with('…'), "{m:?}");
+        let wide = vec![0; MAX_CONTENT_SCAN_VALUES + 1];
+        let p: LifecycleParams =
+            serde_json::from_value(json!({ "inferenceId": "i", "phase": "started", "wide": wide }))
+                .unwrap();
+        assert_eq!(p.content_like_members().len(), 1);
+        let p: LifecycleParams = serde_json::from_value(
+            json!({ "inferenceId": "i", "phase": "started", "small": [0, 1, {"k": 2}] }),
+        )
+        .unwrap();
+        assert!(p.content_like_members().is_empty());
     }
 
     #[test]
