@@ -513,6 +513,24 @@ fn s14_2_a_channel_id_registered_again_later_in_the_connection_fails_ids_unique(
     );
 }
 
+/// §14.5 (F8b): a server that removes `demo:#general` with `channels/changed {removed}` and
+/// then sends `channels/incoming` for it, or sends one for a channel it never registered,
+/// had its message refused `unknown_channel` by the strict host and passed every check. Now
+/// `channels.incoming-registered` warns naming the message; the well-behaved fixture passes it.
+#[test]
+fn s14_5_incoming_for_a_channel_not_registered_warns() {
+    let id = "channels.incoming-registered";
+    for mode in ["removed-then-incoming", "incoming-never-registered"] {
+        let (_, doc) = scripted(mode);
+        assert!(ids_with(&doc, "warn").contains(id), "{mode}: {doc:#}");
+        let d = detail(&doc, id);
+        assert!(d.contains("m1") && d.contains("§14.5"), "{mode}: {d}");
+        assert_eq!(ids_with(&doc, "fail"), set(&[]), "{mode}: {doc:#}");
+    }
+    let (_, doc) = scripted("good");
+    assert!(ids_with(&doc, "pass").contains(id), "{doc:#}");
+}
+
 /// §4.1's Direction column: `context/beforeInference` and `channels/publish` are the host's
 /// to send. A server sending them to its host was answered `-32601` and passed every check
 /// (both are MCPL 0.5 methods, so `rpc.methods-in-vocabulary` passed too); it now fails
@@ -1434,6 +1452,7 @@ fn reference_server_passes_every_check() {
             "manifest.changed-domains-match",
             "channels.incoming-is-request",
             "channels.incoming-shape",
+            "channels.incoming-registered",
             "inference.request-is-request",
             "inference.request-shape",
             "inference.feature-set-declared",

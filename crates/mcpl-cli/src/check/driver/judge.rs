@@ -419,7 +419,11 @@ impl Session {
                 ChannelsRegister::NAME,
             ),
             (
-                &["channels.incoming-is-request", "channels.incoming-shape"][..],
+                &[
+                    "channels.incoming-is-request",
+                    "channels.incoming-shape",
+                    "channels.incoming-registered",
+                ][..],
                 self.incoming_seen,
                 ChannelsIncoming::NAME,
             ),

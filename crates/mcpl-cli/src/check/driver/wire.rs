@@ -877,6 +877,9 @@ impl Session {
                 if matches!(method, ChannelsRegister::NAME | ChannelsChanged::NAME) {
                     self.note_registered(method, params);
                 }
+                if method == ChannelsIncoming::NAME {
+                    self.judge_incoming_registered(&diags);
+                }
                 result
             }
             // §12.2: the model the checker's (pretend) inference would use.
@@ -941,6 +944,43 @@ impl Others {
             let shown: String = m.chars().take(OTHER_METHOD_CHARS).collect();
             let cut = if shown.len() < m.len() { "…" } else { "" };
             self.last = Some(format!("{shown:?}{cut}"));
+        }
+    }
+}
+
+impl Session {
+    /// `channels.incoming-registered` (§14.5: each incoming message is validated against the
+    /// channels actually registered; finding F8b): a message the strict host refused as
+    /// `unknown_channel` names a channel the server never registered, or one it removed
+    /// (`channels/changed`) or was closed since. Reading: a warning, not a failure: the
+    /// validation is the host's duty (§14.5 sets the server none), and a server pipelining
+    /// a message behind a registration the host refuses cannot know yet; but a message for a
+    /// channel it removed itself is lost, which it can know.
+    fn judge_incoming_registered(&mut self, diags: &[mcpl::session::HostDiagnostic]) {
+        let unknown: Vec<String> = diags
+            .iter()
+            .filter_map(|d| match d {
+                mcpl::session::HostDiagnostic::ChannelRejected {
+                    id,
+                    reason: "unknown_channel",
+                    ..
+                } => Some(format!("{:?}", id.chars().take(64).collect::<String>())),
+                _ => None,
+            })
+            .take(4)
+            .collect();
+        if !unknown.is_empty() {
+            self.rec.record(
+                "channels.incoming-registered",
+                Status::Warn,
+                format!(
+                    "channels/incoming message(s) {} name a channel not registered on this \
+                     connection (never registered, or removed by channels/changed or closed \
+                     since): refused unknown_channel (§14.5: validated against the channels \
+                     actually registered)",
+                    unknown.join(", ")
+                ),
+            );
         }
     }
 }
