@@ -76,6 +76,12 @@ pub(super) struct Lifecycles {
     /// Signals carrying `model` under a `modelInfo` the host's own grant reaches though the
     /// server never advertised it (§5.4): the grant's defect, judged once, there.
     beyond: u64,
+    /// The `inferenceId`s of signals refused for their shape that were not a terminal (a
+    /// `started` with a `turnIndex` of -1, or a phase of none of the four): their terminal's
+    /// "no started" is the same defect, counted once, under [`METADATA`] (finding F6). At
+    /// most [`REMEMBERED_TERMINALS`], the oldest forgotten; ids past the library's
+    /// `DEFAULT_MAX_ID_BYTES` are not kept.
+    refused_starts: std::collections::VecDeque<String>,
 }
 
 impl Default for Lifecycles {
@@ -93,6 +99,7 @@ impl Default for Lifecycles {
             paired: Tally::default(),
             unlisted: Tally::default(),
             beyond: 0,
+            refused_starts: std::collections::VecDeque::new(),
         }
     }
 }
@@ -151,6 +158,7 @@ impl Lifecycles {
                     &mut self.metadata,
                     format!("signal {n} is not §10.5's params: {e}"),
                 );
+                self.remember_refused_start(params);
                 return;
             }
         };
@@ -163,8 +171,46 @@ impl Lifecycles {
                 | LifecycleDiagnostic::UsageOnNonCompleted { .. } => {
                     push(&mut self.metadata, format!("signal {n}: {d}"))
                 }
+                LifecycleDiagnostic::TerminalWithoutStarted {
+                    ref inference_id, ..
+                } if self.forget_refused_start(inference_id) => {}
                 other => push(&mut self.paired, format!("signal {n}: {other}")),
             }
+        }
+    }
+}
+
+impl Lifecycles {
+    /// Keeps the `inferenceId` of a signal refused for its shape unless its phase is one of
+    /// the three terminals (a terminal refused has no terminal to follow it).
+    fn remember_refused_start(&mut self, params: Option<&Value>) {
+        let Some(p) = params.and_then(Value::as_object) else {
+            return;
+        };
+        let terminal = matches!(
+            p.get("phase").and_then(Value::as_str),
+            Some("completed" | "aborted" | "failed")
+        );
+        let Some(id) = p.get("inferenceId").and_then(Value::as_str) else {
+            return;
+        };
+        if terminal || id.len() > mcpl::lifecycle::DEFAULT_MAX_ID_BYTES {
+            return;
+        }
+        if self.refused_starts.len() >= REMEMBERED_TERMINALS {
+            self.refused_starts.pop_front();
+        }
+        self.refused_starts.push_back(id.to_owned());
+    }
+
+    /// Whether `id` was a refused start's (forgetting it: one terminal is excused).
+    fn forget_refused_start(&mut self, id: &str) -> bool {
+        match self.refused_starts.iter().position(|r| r == id) {
+            Some(i) => {
+                self.refused_starts.remove(i);
+                true
+            }
+            None => false,
         }
     }
 }
@@ -327,6 +373,44 @@ mod tests {
             json!({"inferenceId": "i1", "phase": "completed", "assistantMessage": null}),
         ]);
         assert_eq!((l.seen, l.metadata.count(), l.paired.count()), (2, 0, 0));
+    }
+
+    /// F6 (§10.5): a `started` refused for its shape (a `turnIndex` of -1, 1.5 or "0", an
+    /// odd phase) is one defect, under the metadata check; its terminal's "no preceding
+    /// started" is not counted again. A second terminal for it still is, and an orphan
+    /// terminal for another id too.
+    #[test]
+    fn s10_5_a_started_refused_for_its_shape_is_counted_once() {
+        for bad in [
+            json!({ "turnIndex": -1 }),
+            json!({ "turnIndex": 1.5 }),
+            json!({ "turnIndex": "0" }),
+            json!({ "phase": "begun" }),
+        ] {
+            let mut started = json!({ "inferenceId": "z", "turnIndex": 0, "phase": "started" });
+            for (k, v) in bad.as_object().into_iter().flatten() {
+                started[k] = v.clone();
+            }
+            let l = judged(&[started, json!({ "inferenceId": "z", "phase": "completed" })]);
+            assert_eq!(
+                (l.metadata.count(), l.paired.count()),
+                (1, 0),
+                "{bad}: {:?}",
+                l.paired
+            );
+        }
+        let l = judged(&[
+            json!({ "inferenceId": "z", "turnIndex": -1, "phase": "started" }),
+            json!({ "inferenceId": "z", "phase": "completed" }),
+            json!({ "inferenceId": "z", "phase": "completed" }),
+            json!({ "inferenceId": "y", "phase": "failed" }),
+        ]);
+        assert_eq!(
+            (l.metadata.count(), l.paired.count()),
+            (1, 2),
+            "{:?}",
+            l.paired
+        );
     }
 
     /// §10.5: content members, a model without modelInfo, usage on started and an unknown
