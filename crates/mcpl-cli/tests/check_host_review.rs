@@ -349,7 +349,8 @@ async fn a_model_pipelined_behind_a_widening_fails() {
 async fn a_lifecycle_model_under_a_grant_beyond_the_advertisement_is_one_defect() {
     let mut pending: String = [
         json!({ "jsonrpc": "2.0", "method": "inference/lifecycle", "params": {
-            "inferenceId": "i1", "phase": "started", "model": { "id": "m" } } }),
+            "inferenceId": "i1", "conversationId": "c1", "turnIndex": 0,
+            "phase": "started", "model": { "id": "m" } } }),
         json!({ "jsonrpc": "2.0", "method": "inference/lifecycle", "params": {
             "inferenceId": "i1", "phase": "completed" } }),
     ]

@@ -162,6 +162,17 @@ impl Lifecycles {
                 return;
             }
         };
+        let missing = params.missing_members();
+        if !missing.is_empty() {
+            push(
+                &mut self.metadata,
+                format!(
+                    "signal {n} ({:?}) leaves out {}, which §10.5's table requires on started",
+                    params.phase,
+                    missing.join(" and ")
+                ),
+            );
+        }
         for d in self.tracker.observe(&params, Instant::now()).diagnostics {
             if !d.is_conformance_defect() {
                 continue;
@@ -353,7 +364,8 @@ mod tests {
     fn s6_7_a_model_under_a_grant_not_yet_in_force_is_a_defect() {
         let wide = Grant::from_patterns(["inferenceLifecycle", "modelInfo"]).unwrap_or_default();
         let narrow = Grant::from_patterns(["inferenceLifecycle"]).unwrap_or_default();
-        let signal = json!({ "inferenceId": "i1", "phase": "started", "model": { "id": "m" } });
+        let signal = json!({ "inferenceId": "i1", "conversationId": "c", "turnIndex": 0,
+                             "phase": "started", "model": { "id": "m" } });
         let mut l = Lifecycles::default();
         l.judge(Some(&signal), (&wide, &wide), Some(&narrow));
         assert_eq!(l.metadata.count(), 1, "{:?}", l.metadata);
@@ -368,11 +380,37 @@ mod tests {
     #[test]
     fn s10_5_members_written_null_carry_no_content() {
         let l = judged(&[
-            json!({"inferenceId": "i1", "phase": "started", "userMessage": null,
+            json!({"inferenceId": "i1", "conversationId": "c", "turnIndex": 0,
+                   "phase": "started", "userMessage": null,
                    "content": null, "model": null, "usage": null}),
             json!({"inferenceId": "i1", "phase": "completed", "assistantMessage": null}),
         ]);
         assert_eq!((l.seen, l.metadata.count(), l.paired.count()), (2, 0, 0));
+    }
+
+    /// F5 (§10.5's table, §15.2): a `started` without `conversationId` (or with `null`)
+    /// is a defect as one without `inferenceId` is; a terminal carrying only its id and
+    /// phase is not.
+    #[test]
+    fn s10_5_a_started_without_its_conversation_is_a_defect() {
+        let l = judged(&[
+            json!({ "inferenceId": "a", "conversationId": null, "turnIndex": 0,
+                    "phase": "started" }),
+            json!({ "inferenceId": "a", "phase": "completed" }),
+            json!({ "inferenceId": "b", "turnIndex": 0, "phase": "started" }),
+            json!({ "inferenceId": "b", "phase": "aborted" }),
+        ]);
+        assert_eq!(
+            (l.metadata.count(), l.paired.count()),
+            (2, 0),
+            "{:?}",
+            l.metadata
+        );
+        assert!(
+            l.metadata.joined().contains("conversationId"),
+            "{:?}",
+            l.metadata
+        );
     }
 
     /// F6 (§10.5): a `started` refused for its shape (a `turnIndex` of -1, 1.5 or "0", an
@@ -418,7 +456,8 @@ mod tests {
     #[test]
     fn s10_5_content_model_usage_and_pairing_are_found() {
         let l = judged(&[
-            json!({"inferenceId": "i1", "phase": "started", "userMessage": "secret",
+            json!({"inferenceId": "i1", "conversationId": "c", "turnIndex": 0,
+                   "phase": "started", "userMessage": "secret",
                    "usage": {"inputTokens": 1, "outputTokens": 0}}),
             json!({"inferenceId": "i1", "phase": "completed", "assistantMessage": "reply",
                    "model": {"id": "m"}}),

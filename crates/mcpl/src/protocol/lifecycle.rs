@@ -57,7 +57,8 @@ impl Phase {
 /// `inference/lifecycle` params (§10.5).
 ///
 /// `conversationId` and `turnIndex` are optional here: §15.2's terminal example carries only
-/// `inferenceId` and `phase`, and a lifecycle signal is correlation-only.
+/// `inferenceId` and `phase`, and a lifecycle signal is correlation-only. A `started`
+/// requires both ([`LifecycleParams::missing_members`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LifecycleParams {
@@ -173,6 +174,30 @@ impl LifecycleParams {
     }
 }
 
+impl LifecycleParams {
+    /// The members §10.5's table requires that this signal leaves out (written `null`
+    /// counts as left out, [`super::given`]'s reading), one name each; empty when none is.
+    ///
+    /// Reading (finding F5): §10.5's table marks only `model` and `usage` OPTIONAL, so
+    /// `inferenceId`, `conversationId`, `turnIndex` and `phase` are required, and a signal
+    /// without `inferenceId` (or with `null`) is not parsed at all. §15.2's terminal
+    /// example carries only `inferenceId` and `phase`: a terminal correlates by its id, so
+    /// `conversationId` and `turnIndex` are required on `started` only. The one rule
+    /// `mcpl check-host` (`host.lifecycle-metadata-only`) judges a host by.
+    pub fn missing_members(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.phase == Phase::Started {
+            if self.conversation_id.is_none() {
+                out.push("conversationId");
+            }
+            if self.turn_index.is_none() {
+                out.push("turnIndex");
+            }
+        }
+        out
+    }
+}
+
 /// `path` cut to at most [`MAX_PATH_BYTES`] bytes, on a character boundary.
 fn cut(mut path: String) -> String {
     if path.len() > MAX_PATH_BYTES {
@@ -207,6 +232,26 @@ mod tests {
         let m = p.content_like_members();
         assert_eq!(m, vec!["assistantMessage", "userMessage"]);
         assert!(p.phase.is_terminal());
+    }
+
+    /// §10.5's table with §15.2 (F5): `conversationId` and `turnIndex` are required on a
+    /// `started`, left out or `null`; a terminal may carry `inferenceId` and `phase` only.
+    #[test]
+    fn s10_5_a_started_needs_its_conversation_and_turn() {
+        let p = |v| serde_json::from_value::<LifecycleParams>(v).unwrap();
+        let full = json!({ "inferenceId": "i", "conversationId": "c", "turnIndex": 0,
+                           "phase": "started" });
+        assert!(p(full).missing_members().is_empty());
+        let null = json!({ "inferenceId": "i", "conversationId": null, "turnIndex": 0,
+                           "phase": "started" });
+        assert_eq!(p(null).missing_members(), ["conversationId"]);
+        let bare = json!({ "inferenceId": "i", "phase": "started" });
+        assert_eq!(p(bare).missing_members(), ["conversationId", "turnIndex"]);
+        let terminal = json!({ "inferenceId": "i", "phase": "aborted" });
+        assert!(p(terminal).missing_members().is_empty());
+        let no_id = json!({ "inferenceId": null, "conversationId": "c", "turnIndex": 0,
+                            "phase": "started" });
+        assert!(serde_json::from_value::<LifecycleParams>(no_id).is_err());
     }
 
     /// §10.5 (F4): content anywhere in the signal is content, not only at its top level:
