@@ -393,6 +393,8 @@ fn misbehaving_servers_fail_exactly_the_right_checks() {
         ("no-init", &["initialize.answered"]),
         ("notify-inference", &["inference.request-is-request"]),
         ("bad-inference", &["inference.request-shape"]),
+        // §10.4 (F9): an empty namespace names nothing (the library host refuses it too).
+        ("injection-empty-namespace", &["hooks.injection-shape"]),
         ("inference-undeclared", &["inference.feature-set-declared"]),
         ("unknown-channel-32004", &["channels.unknown-channel-error"]),
         ("list-no-array", &["channels.list-answered"]),
@@ -511,6 +513,26 @@ fn s14_2_a_channel_id_registered_again_later_in_the_connection_fails_ids_unique(
             .contains(r#""closed":true"#),
         "{doc:#}"
     );
+}
+
+/// F9: a push tagged `chat:mention` and `chat:ambient` (§16.3: producers SHOULD NOT) and an
+/// `inference/request` with `messages: []` (§11.2 sets no length; nothing to answer) passed
+/// every check. Each now warns, naming why; neither fails anything.
+#[test]
+fn f9_ambient_beside_addressed_and_empty_messages_warn() {
+    for (mode, id, said) in [
+        ("ambient-push", "tags.ambient-not-addressed", "chat:ambient"),
+        (
+            "inference-no-messages",
+            "inference.request-shape",
+            "messages is empty",
+        ),
+    ] {
+        let (_, doc) = scripted(mode);
+        assert!(ids_with(&doc, "warn").contains(id), "{mode}: {doc:#}");
+        assert!(detail(&doc, id).contains(said), "{mode}: {doc:#}");
+        assert_eq!(ids_with(&doc, "fail"), set(&[]), "{mode}: {doc:#}");
+    }
 }
 
 /// §14.5 (F8b): a server that removes `demo:#general` with `channels/changed {removed}` and
@@ -1453,6 +1475,7 @@ fn reference_server_passes_every_check() {
             "channels.incoming-is-request",
             "channels.incoming-shape",
             "channels.incoming-registered",
+            "tags.ambient-not-addressed",
             "inference.request-is-request",
             "inference.request-shape",
             "inference.feature-set-declared",

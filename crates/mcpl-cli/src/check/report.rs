@@ -157,6 +157,7 @@ catalogue! {
     "channels.incoming-is-request", "§4.1", "channels/incoming is sent as a Request";
     "channels.incoming-shape", "§14.3", "incoming messages carry channelId, messageId, content blocks; tags namespaced";
     "channels.incoming-registered", "§14.5", "every channels/incoming message names a channel the server registered and has not removed or seen closed since (one the host refuses as unknown_channel warns)";
+    "tags.ambient-not-addressed", "§16.3", "no push/event or channels/incoming message carries chat:ambient beside a tag implying chat:addressed (SHOULD NOT: a warning)";
     "channels.list-answered", "§14.3", "channels/list from the host is answered with the channel list; a list leaving out a channel the server registered and the host accepted warns";
     "channels.unknown-channel-error", "§14.6", "channels/publish to an unregistered channel is refused -32023";
     "channels.close-unknown-error", "§14.6", "channels/close of an unregistered channel is refused -32023";

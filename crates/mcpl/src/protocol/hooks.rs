@@ -170,7 +170,7 @@ method!(
 );
 
 /// Every defect of one `contextInjections` entry, named `at`, against §10.4; empty when its
-/// shape is right: an object with a string `namespace` and `position`, `content` a string or
+/// shape is right: an object with a non-empty string `namespace`, a string `position`, `content` a string or
 /// content blocks (§10.3, [`super::content::content_defects`]) and `metadata`, when present
 /// and not `null` ([`super::given`]), an object. Whether the position is one of App. B.4's and granted is not shape: the host
 /// authorizes that first ([`crate::policy::judge_injection`]). The one rule the host refuses
@@ -180,10 +180,17 @@ pub fn injection_defects(injection: &Value, at: &str) -> Vec<String> {
         return vec![format!("{at} is not an object")];
     };
     let mut out = Vec::new();
-    for field in ["namespace", "position"] {
-        if !o.get(field).is_some_and(Value::is_string) {
-            out.push(format!("{at}.{field} missing or not a string"));
-        }
+    // §10.4 requires `namespace`, a server-defined name: read fail-closed, an empty one
+    // names nothing (finding F9), as a descriptor's empty `id` does (§14.2).
+    if !o
+        .get("namespace")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty())
+    {
+        out.push(format!("{at}.namespace missing, empty or not a string"));
+    }
+    if !o.get("position").is_some_and(Value::is_string) {
+        out.push(format!("{at}.position missing or not a string"));
     }
     out.extend(super::content::content_defects(
         o.get("content"),
@@ -380,6 +387,10 @@ mod tests {
         assert!(injection_defects(&ok, "i").is_empty());
         for (bad, what) in [
             (json!({"position": "system", "content": "c"}), "namespace"),
+            (
+                json!({"namespace": "", "position": "system", "content": "c"}),
+                "namespace missing, empty",
+            ),
             (
                 json!({"namespace": "n", "position": 1, "content": "c"}),
                 "position",

@@ -251,6 +251,23 @@ pub fn result_defects(r: &Value) -> (Vec<String>, Vec<String>) {
     (fail, warn)
 }
 
+/// What `inference/request` params do that §11.2 does not forbid but a host cannot act on
+/// well, one sentence each; empty when nothing. Reading (finding F9): §11.2 requires
+/// `messages` and sets no length, so an empty list is well-formed (a host may answer from
+/// its system prompt alone) and no defect; but it gives the model nothing to answer, so
+/// `mcpl check` warns (`inference.request-shape`). The library host does not refuse it.
+pub fn request_advisories(params: Option<&Value>) -> Vec<String> {
+    let empty = params
+        .and_then(|p| p.get("messages"))
+        .and_then(Value::as_array)
+        .is_some_and(Vec::is_empty);
+    if empty {
+        vec!["messages is empty: nothing for the model to answer (§11.2)".into()]
+    } else {
+        Vec::new()
+    }
+}
+
 /// Defects of `inference/request` params against §11.2: a string `featureSet`, `messages` an
 /// array of objects each with a string `role` and `content` that is a string or content
 /// blocks; the optional members typed as the table gives them (`stream` boolean,

@@ -111,6 +111,21 @@ const ADDRESSED: &str = "chat:addressed";
 
 const AMBIENT: &str = "chat:ambient";
 
+/// Whether a producer's `tags` carry `chat:ambient` beside a tag implying `chat:addressed`
+/// under §16.3's core closure (`chat:addressed` itself, `chat:mention`, `chat:reply`,
+/// `chat:dm`): what §16.3 says producers SHOULD NOT emit (a host drops `chat:ambient`).
+/// Non-string entries are ignored (their shape is [`TagError`]'s concern). Linear in `tags`.
+pub fn ambient_beside_addressed(tags: &[serde_json::Value]) -> bool {
+    let strs = || tags.iter().filter_map(serde_json::Value::as_str);
+    let addressed = strs().any(|t| {
+        t == ADDRESSED
+            || CORE_IMPLICATIONS
+                .iter()
+                .any(|(from, to)| *from == t && to.contains(&ADDRESSED))
+    });
+    addressed && strs().any(|t| t == AMBIENT)
+}
+
 /// Why a string is not a conformant tag (§16.1); each variant has a stable [`code`](Self::code).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -425,3 +440,21 @@ pub struct AdmittedEvent<'a> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod ambient_tests {
+    use super::*;
+    /// §16.3 (F9): `chat:ambient` beside `chat:mention` (or anything implying
+    /// `chat:addressed`) is what producers SHOULD NOT emit; alone, or beside other tags, it
+    /// is not.
+    #[test]
+    fn s16_3_ambient_beside_addressed_is_found() {
+        use serde_json::json;
+        let t = |v: serde_json::Value| ambient_beside_addressed(v.as_array().unwrap());
+        assert!(t(json!(["chat:mention", "chat:ambient"])));
+        assert!(t(json!(["chat:ambient", "chat:addressed"])));
+        assert!(t(json!(["chat:dm", 3, "chat:ambient"])));
+        assert!(!t(json!(["chat:ambient", "chat:thread"])));
+        assert!(!t(json!(["chat:mention", "chat:private"])));
+    }
+}

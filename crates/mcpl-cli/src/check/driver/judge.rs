@@ -428,6 +428,11 @@ impl Session {
                 ChannelsIncoming::NAME,
             ),
             (
+                &["tags.ambient-not-addressed"][..],
+                self.push_seen + self.incoming_seen,
+                "push/event or channels/incoming",
+            ),
+            (
                 &["manifest.changed-shape", "manifest.changed-is-notification"][..],
                 self.changed_seen,
                 ManifestChanged::NAME,
@@ -534,8 +539,28 @@ impl Session {
     /// a finding of its own.
     pub(super) fn judge_push(&mut self, is_request: bool, params: Option<&Value>, denied: bool) {
         self.push_seen += 1;
+        self.judge_ambient(PushEvent::NAME, params.and_then(|p| p.get("tags")));
         let defects = inspect::push_event_defects(params);
         self.judge_tagged(&PUSH, is_request, params, defects, denied);
+    }
+
+    /// `tags.ambient-not-addressed` (§16.3, SHOULD NOT: a warning): `tags`, of a
+    /// `method` message, carry `chat:ambient` beside a tag implying `chat:addressed`
+    /// (the library's [`mcpl::tags::ambient_beside_addressed`]).
+    pub(super) fn judge_ambient(&mut self, method: &str, tags: Option<&Value>) {
+        let Some(tags) = tags.and_then(Value::as_array) else {
+            return;
+        };
+        if mcpl::tags::ambient_beside_addressed(tags) {
+            self.rec.record(
+                "tags.ambient-not-addressed",
+                Status::Warn,
+                format!(
+                    "a {method} carries chat:ambient beside a tag implying chat:addressed \
+                     (§16.3: producers SHOULD NOT; the host drops chat:ambient)"
+                ),
+            );
+        }
     }
 
     /// Judges an `inference/request`; `denied` as for [`Session::judge_push`].
@@ -547,7 +572,12 @@ impl Session {
     ) {
         self.inference_seen += 1;
         let defects = inspect::inference_request_defects(params);
+        let advisories = mcpl::protocol::inference::request_advisories(params);
         self.judge_tagged(&INFERENCE, is_request, params, defects, denied);
+        if !advisories.is_empty() {
+            self.rec
+                .record(INFERENCE.shape, Status::Warn, advisories.join("; "));
+        }
     }
 
     /// Judges one feature-set-tagged server message: its form, its shape `defects`, and its

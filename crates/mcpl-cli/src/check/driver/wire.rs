@@ -735,6 +735,13 @@ impl Session {
             }
             ChannelsIncoming::NAME => {
                 self.incoming_seen += 1;
+                let messages = params
+                    .as_ref()
+                    .and_then(|p| p.get("messages"))
+                    .and_then(Value::as_array);
+                for m in messages.into_iter().flatten() {
+                    self.judge_ambient(ChannelsIncoming::NAME, m.get("tags"));
+                }
                 let defects = inspect::incoming_defects(params.as_ref());
                 if !defects.is_empty() {
                     self.rec
