@@ -264,7 +264,7 @@ pub(super) fn on_the_line(why: String, rest: &[Vec<u8>]) -> String {
 /// mark, a repeated member name), the frame's event, and the answer a text that does not
 /// parse is owed; or, for a line of several whole messages, a note saying so
 /// ([`Event::Several`]), then each message's own, read alone as the library's peer reads
-/// them, and past the bound one refusal ([`classify::past_the_bound`]). Never empty.
+/// them, and past the bound one refusal ([`past_the_bound`]). Never empty.
 pub(super) fn text_events(
     raw: &str,
     read: &Received<'_>,
