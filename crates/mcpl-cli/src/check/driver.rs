@@ -480,6 +480,25 @@ impl Session {
         grant.update_params(self.runner.scenario().enabled(), disabled)
     }
 
+    /// The policy in force (§6.7): `hg` narrowed to the grant in force, and the sets
+    /// disabled so far (reduced, or disabled by a revocation), keeping only the sets the
+    /// served manifest still declares when `declared_only` (a revocation names no set the
+    /// manifest dropped, §17.5).
+    pub(super) fn policy_in_force(&self, hg: HostGrant, declared_only: bool) -> Value {
+        let now = HostGrant {
+            advertised: hg.advertised,
+            effective: self.grant,
+            denied: hg.advertised.difference(self.grant.capabilities()),
+        };
+        let disabled: Vec<String> = self
+            .reduced
+            .union(&self.notified_disabled)
+            .filter(|s| !declared_only || self.decls.sets.contains_key(*s))
+            .cloned()
+            .collect();
+        self.policy_params(&now, &disabled)
+    }
+
     /// `initialize` and `notifications/initialized` (§4.1, MCP): the capabilities and the
     /// `experimental.mcpl` object, or `None` (recorded) when there is no MCPL to check. In
     /// the first session that also settles every MCPL check (skipped, or the MCP-only

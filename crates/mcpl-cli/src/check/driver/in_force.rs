@@ -129,18 +129,7 @@ impl Session {
         else {
             return;
         };
-        let narrowed = HostGrant {
-            advertised: hg.advertised,
-            effective: self.grant,
-            denied: hg.advertised.difference(self.grant.capabilities()),
-        };
-        let disabled: Vec<String> = self
-            .reduced
-            .union(&self.notified_disabled)
-            .filter(|s| self.decls.sets.contains_key(*s))
-            .cloned()
-            .collect();
-        let params = self.policy_params(&narrowed, &disabled);
+        let params = self.policy_in_force(hg, true);
         let mut parts = Vec::new();
         if revoked != CapabilitySet::EMPTY {
             parts.push(format!("revoking {}", revoked.sorted_paths().join(", ")));

@@ -235,17 +235,7 @@ impl Session {
         };
         // The grant in force (after the reduction), with the same sets disabled: accepted by
         // mistake, it would change nothing else.
-        let now = HostGrant {
-            advertised: host_grant.advertised,
-            effective: self.grant,
-            denied: host_grant.advertised.difference(self.grant.capabilities()),
-        };
-        let disabled: Vec<String> = self
-            .reduced
-            .union(&self.notified_disabled)
-            .cloned()
-            .collect();
-        let mut params = self.policy_params(&now, &disabled);
+        let mut params = self.policy_in_force(host_grant, false);
         let granted = self.grant.capabilities().sorted_paths();
         let path = granted.first().copied().unwrap_or("pushEvents");
         if granted.is_empty() {
@@ -258,7 +248,7 @@ impl Session {
                     "{path} both granted and denied: rejected with error {}",
                     e.code
                 );
-                self.pattern_contradiction(id, &now, &disabled, first);
+                self.pattern_contradiction(id, host_grant, first);
             }
             // A refusal receipt does not apply the policy either, but it answers a malformed
             // message as if it were a policy it chose not to take.
@@ -289,13 +279,7 @@ impl Session {
     /// its parent's `*` (`channels.publish` → `channels.*`, `pushEvents` → `*`) and denied;
     /// only a pattern whose paths are all granted now is used, so the policy, taken by
     /// mistake, would change nothing. Without one, `first` stands alone.
-    fn pattern_contradiction(
-        &mut self,
-        id: &'static str,
-        now: &HostGrant,
-        disabled: &[String],
-        first: String,
-    ) {
+    fn pattern_contradiction(&mut self, id: &'static str, host_grant: HostGrant, first: String) {
         let granted = self.grant.capabilities();
         let found = granted.iter().find_map(|c| {
             let path = c.as_str();
@@ -313,7 +297,7 @@ impl Session {
             self.rec.record(id, Status::Pass, first);
             return;
         };
-        let mut params = self.policy_params(now, disabled);
+        let mut params = self.policy_in_force(host_grant, false);
         let effective: Vec<&str> = granted
             .sorted_paths()
             .into_iter()
