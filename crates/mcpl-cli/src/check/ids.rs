@@ -12,7 +12,7 @@
 //! `rpc.in-flight-ids-unique` and `host.in-flight-ids-unique` ([`InFlightIds`]) fail the
 //! stricter case: a request under the id of one still unanswered.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use mcpl::jsonrpc::RequestId;
 
@@ -123,6 +123,9 @@ pub(crate) struct InFlightIds {
     /// (`mcpl check`'s [`crate::check::conn::Conn::sent_frames`]), until a request arrives
     /// that the server sent after reading that frame.
     answering: HashMap<String, u64>,
+    /// The same answered ids ordered by their frame, so each request drops the answers
+    /// written before it in time proportional to what it drops (no scan of the rest).
+    by_frame: BTreeSet<(u64, String)>,
     requests: u64,
     reused: u64,
     first: Option<String>,
@@ -134,7 +137,14 @@ impl InFlightIds {
     /// already in flight: not answered, or answered by a frame numbered past `written`
     /// (the server had not read that answer when it sent this request).
     pub(crate) fn opened(&mut self, id: &RequestId, written: u64) -> bool {
-        self.answering.retain(|_, frame| *frame > written);
+        while let Some((frame, _)) = self.by_frame.first() {
+            if *frame > written {
+                break;
+            }
+            if let Some((_, gone)) = self.by_frame.pop_first() {
+                self.answering.remove(&gone);
+            }
+        }
         let text = id.to_string();
         if self.open.contains(&text) || self.answering.contains_key(&text) {
             self.reused(id);
@@ -158,6 +168,7 @@ impl InFlightIds {
     pub(crate) fn answered(&mut self, id: &RequestId, frame: u64) {
         let text = id.to_string();
         if self.open.remove(&text) && self.answering.len() < MAX_IDS_KEPT {
+            self.by_frame.insert((frame, text.clone()));
             self.answering.insert(text, frame);
         }
     }
@@ -269,5 +280,27 @@ mod tests {
         ids.answered(&q, 4);
         assert!(!ids.opened(&q, 4), "arrived after frame 4 was written");
         assert!(ids.answering.is_empty(), "{:?}", ids.answering);
+    }
+
+    /// Answers written in any frame order are each dropped once a request arrives after
+    /// their frame, and only then: the ordered index and the map stay one set.
+    #[test]
+    fn answered_ids_leave_in_frame_order_whatever_order_they_came_in() {
+        let mut ids = InFlightIds::default();
+        let (a, b, x) = (
+            RequestId::String("a".into()),
+            RequestId::String("b".into()),
+            RequestId::String("x".into()),
+        );
+        assert!(!ids.opened(&a, 0) && !ids.opened(&b, 0));
+        ids.answered(&a, 5);
+        ids.answered(&b, 3);
+        assert!(!ids.opened(&x, 3));
+        assert!(!ids.opened(&b, 3), "frame 3 was written: b is free");
+        assert!(ids.opened(&a, 4), "frame 5 was not written: a is in flight");
+        assert_eq!(ids.answering.len(), 1);
+        assert_eq!(ids.by_frame.len(), 1);
+        assert!(!ids.opened(&RequestId::String("y".into()), 5));
+        assert!(ids.answering.is_empty() && ids.by_frame.is_empty());
     }
 }
