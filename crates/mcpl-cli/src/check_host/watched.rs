@@ -218,7 +218,8 @@ pub(super) fn describe_discarding(bytes: usize) -> String {
     )
 }
 
-/// The integer ids of the checker's requests (the newest [`IntegralIds::SENT_KEPT`]), and the
+/// The integer ids of the checker's requests (as runs of consecutive ids, the newest
+/// [`IntegralIds::SENT_KEPT`] runs: [`SentIds`]), and the
 /// host's responses that wrote one of them with a fraction or an exponent: how many, the
 /// first [`Repeats::KEPT`] described (`id 2.0 for request 2`). Shared between the wrapped
 /// reader, the wrapped writer and the run.
@@ -227,16 +228,58 @@ pub(super) struct IntegralIds(Arc<Mutex<IntegralSeen>>);
 
 #[derive(Debug, Default)]
 struct IntegralSeen {
-    sent: VecDeque<i64>,
+    sent: SentIds,
     /// The responses whose id was rewritten.
     rewritten: Tally<{ Repeats::KEPT }>,
 }
 
+/// The checker's request ids, as runs of consecutive integers, oldest first: the peer numbers
+/// its requests 1, 2, 3 … (`mcpl::peer`), so every id a run sends is one run, remembered
+/// whatever their count, and an old id answered late (JSON-RPC 2.0 §5) is still known as the
+/// checker's. At most [`IntegralIds::SENT_KEPT`] runs are kept (16 bytes each), the oldest
+/// dropped first: only ids that are no such run (none the peer writes) can be forgotten.
+#[derive(Debug, Default)]
+struct SentIds(VecDeque<(i64, i64)>);
+
+impl SentIds {
+    /// Notes `id`: extends the newest run when it follows it, else starts a run.
+    fn note(&mut self, id: i64) {
+        if let Some((first, last)) = self.0.back_mut() {
+            if (*first..=*last).contains(&id) {
+                return;
+            }
+            if last.checked_add(1) == Some(id) {
+                *last = id;
+                return;
+            }
+        }
+        if self.0.len() >= IntegralIds::SENT_KEPT {
+            self.0.pop_front();
+        }
+        self.0.push_back((id, id));
+    }
+
+    /// Whether `id` is in a run kept.
+    fn contains(&self, id: &i64) -> bool {
+        self.0
+            .iter()
+            .any(|(first, last)| (*first..=*last).contains(id))
+    }
+
+    /// How many runs are kept.
+    #[cfg(test)]
+    fn runs(&self) -> usize {
+        self.0.len()
+    }
+}
+
 impl IntegralIds {
-    /// How many of the checker's request ids are remembered (a run sends a few dozen).
+    /// How many runs of consecutive request ids are remembered ([`SentIds`]): the peer's
+    /// ids make one run, whatever the number of requests a host makes the checker send (a
+    /// ping per expanding policy Request, §6.7).
     pub(super) const SENT_KEPT: usize = 1024;
 
-    /// Whether `id` is one of the checker's request ids remembered ([`Self::SENT_KEPT`]).
+    /// Whether `id` is one of the checker's request ids remembered ([`SentIds`]).
     pub(super) fn was_sent(&self, id: &mcpl::jsonrpc::RequestId) -> bool {
         let Some(id) = id.to_value().as_i64() else {
             return false;
@@ -254,13 +297,7 @@ impl IntegralIds {
             return;
         };
         if let Ok(mut seen) = self.0.lock() {
-            if seen.sent.back() == Some(&id) {
-                return;
-            }
-            if seen.sent.len() >= Self::SENT_KEPT {
-                seen.sent.pop_front();
-            }
-            seen.sent.push_back(id);
+            seen.sent.note(id);
         }
     }
 
@@ -480,4 +517,50 @@ impl FrameReader for Watched {
     }
 
     crate::reader_forward::forward_reader_state!(inner);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(id: i64) -> String {
+        serde_json::json!({ "jsonrpc": "2.0", "id": id, "method": "ping" }).to_string()
+    }
+
+    /// JSON-RPC 2.0 §5 (a response carries its request's id): a host can make the checker
+    /// send more than [`IntegralIds::SENT_KEPT`] requests (each expanding policy Request
+    /// costs it a ping, §6.7), and an answer under the first id, coming after them, is still
+    /// one to a request the checker sent, not a stray one.
+    #[test]
+    fn an_old_id_is_still_one_the_checker_sent_after_many_requests() {
+        let ids = IntegralIds::default();
+        let n = IntegralIds::SENT_KEPT as i64 * 4;
+        for id in 1..=n {
+            ids.sent(&request(id));
+        }
+        for id in [1, 2, n / 2, n] {
+            assert!(
+                ids.was_sent(&mcpl::jsonrpc::RequestId::from(id as u64)),
+                "{id}"
+            );
+        }
+        assert!(!ids.was_sent(&mcpl::jsonrpc::RequestId::from(n as u64 + 1)));
+        assert!(!ids.was_sent(&mcpl::jsonrpc::RequestId::from(0u64)));
+    }
+
+    /// The bound holds whatever the ids: ids that are no run of consecutive integers keep at
+    /// most [`IntegralIds::SENT_KEPT`] runs, the newest.
+    #[test]
+    fn scattered_ids_keep_at_most_the_bound_of_runs() {
+        let ids = IntegralIds::default();
+        let n = IntegralIds::SENT_KEPT as i64 * 2;
+        for k in 1..=n {
+            ids.sent(&request(k * 2));
+        }
+        let runs = ids.0.lock().unwrap().sent.runs();
+        assert_eq!(runs, IntegralIds::SENT_KEPT);
+        assert!(ids.was_sent(&mcpl::jsonrpc::RequestId::from((n * 2) as u64)));
+        assert!(!ids.was_sent(&mcpl::jsonrpc::RequestId::from(2u64)));
+        assert!(!ids.was_sent(&mcpl::jsonrpc::RequestId::from(3u64)));
+    }
 }
