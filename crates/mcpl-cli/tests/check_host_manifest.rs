@@ -94,8 +94,20 @@ fn proxy(checker: Transport, rule: Rule) -> Transport {
     host_side
 }
 
+/// The library host's policy in [`run`]: pushes, every channel capability, the hook.
+const POLICY: [&str; 3] = [
+    "pushEvents",
+    "channels.*",
+    "contextHooks.beforeInference.inject.*",
+];
+
 /// Runs the checker against the library host behind a proxy applying `rule`; the report.
 async fn run(name: &str, rule: Rule) -> (i32, Value) {
+    run_with(name, &POLICY, rule).await
+}
+
+/// [`run`] with the library host granting what `policy` reaches of the advertisement.
+async fn run_with(name: &str, policy: &[&str], rule: Rule) -> (i32, Value) {
     let report = report_path(name);
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpl"));
     cmd.args(["check-host", "--json"])
@@ -104,11 +116,7 @@ async fn run(name: &str, rule: Rule) -> (i32, Value) {
         .arg(&report);
     let (transport, ctl) = child::spawn(&mut cmd).unwrap();
     let config = HostConfig {
-        policy: vec![
-            "pushEvents".into(),
-            "channels.*".into(),
-            "contextHooks.beforeInference.inject.*".into(),
-        ],
+        policy: policy.iter().map(|p| p.to_string()).collect(),
         ..HostConfig::default()
     };
     let (session, streams) = HostSession::connect(proxy(transport, rule), config)
@@ -571,4 +579,159 @@ async fn a_host_coalescing_by_revision_fetches_every_change() {
     let (_, doc) = run("coalesced.json", rule).await;
     assert_eq!(phase_with(&doc, "skip"), BTreeSet::new(), "{doc:#}");
     assert_eq!(phase_with(&doc, "fail"), BTreeSet::new(), "{doc:#}");
+}
+
+/// §5.4 with §17.5 and §6.7, wire order: a fetch read while a later policy Request's receipt
+/// is held is held itself, so a policy Request the host sent right behind the fetch, before
+/// it could read the answer, is judged against the advertisement it held then. Here an
+/// expansion (`inferenceLifecycle`), the second fetch (the narrowing) and a Request naming
+/// `channels.incoming`, which that answer removes, come together (h3 #2: the fetch's answer
+/// was written at once, the Request judged against the narrowed advertisement).
+#[tokio::test]
+async fn a_fetch_read_during_a_held_receipt_is_held_itself() {
+    let mut fetched = 0;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetched += 1;
+            if fetched == 2 {
+                let grant = |id: &str| {
+                    json!({ "jsonrpc": "2.0", "id": id, "method": "featureSets/update",
+                        "params": { "effectiveCapabilities": ["pushEvents",
+                            "channels.register", "channels.incoming", "inferenceLifecycle",
+                            "contextHooks.beforeInference.inject.beforeUser"] } })
+                };
+                return vec![
+                    (To::Checker, grant("widen-2")),
+                    (to, v),
+                    (To::Checker, grant("behind-2")),
+                ];
+            }
+        }
+        let ours = v["id"] == "widen-2" || v["id"] == "behind-2";
+        if to == To::Host && ours && v.get("method").is_none() {
+            return vec![];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("fetch_in_hold.json", rule).await;
+    let id = "host.grant-within-advertisement";
+    assert_ne!(status(&doc, id), "fail", "{}", detail(&doc, id));
+    assert_eq!(status(&doc, IDS[2]), "pass", "{doc:#}");
+}
+
+/// §14.1 (`channels/list`, either direction, needs `channels.register`) with §5.4: a host
+/// that did not grant `channels.register` asking the checker for its channels is refused
+/// (`-32002`, the capability named, as the library server's admission refuses it), and the
+/// request is a delivery outside the grant (h3 #4: the checker answered whatever the grant).
+#[tokio::test]
+async fn a_channels_list_the_grant_does_not_allow_is_refused() {
+    let answer: Arc<Mutex<Option<Value>>> = Arc::default();
+    let seen = answer.clone();
+    let mut policy_id = None;
+    let mut asked = false;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "featureSets/update" && policy_id.is_none() {
+            policy_id = Some(v["id"].clone());
+        }
+        if to == To::Host && v["id"] == "list-1" && v.get("method").is_none() {
+            *seen.lock().unwrap() = Some(v);
+            return vec![];
+        }
+        // Right behind the receipt of the host's first policy Request.
+        if to == To::Host
+            && !asked
+            && v.get("method").is_none()
+            && Some(&v["id"]) == policy_id.as_ref()
+        {
+            asked = true;
+            let list = json!({ "jsonrpc": "2.0", "id": "list-1", "method": "channels/list",
+                "params": {} });
+            return vec![(to, v), (To::Checker, list)];
+        }
+        vec![(to, v)]
+    });
+    let policy = ["pushEvents", "contextHooks.beforeInference.inject.*"];
+    let (_, doc) = run_with("list_ungranted.json", &policy, rule).await;
+    let got = answer
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the checker answered channels/list");
+    assert_eq!(got["error"]["code"], -32002, "{got}");
+    assert_eq!(
+        got["error"]["data"]["capability"], "channels.register",
+        "{got}"
+    );
+    let id = "host.deliveries-within-grant";
+    assert_eq!(status(&doc, id), "fail", "{doc:#}");
+    assert!(detail(&doc, id).contains("channels/list"), "{doc:#}");
+}
+
+/// §14.5 judged under the grant in force when the host answered (`Run::as_answered`): a
+/// host accepting both messages of the mixed `channels/incoming` (one for a channel never
+/// registered) and narrowing its grant right behind that answer fails
+/// `host.incoming-unregistered-refused`; the narrowing came after, and does not reach back
+/// to the answer (h3 #6: the live grant was read, and the verdict dropped).
+#[tokio::test]
+async fn a_narrowing_behind_an_accepted_mixed_incoming_does_not_excuse_it() {
+    let rule: Rule = Box::new(move |to, v| {
+        // The mixed probe: `mixed-1` for check:a beside one for a channel never registered.
+        let mixed = v["method"] == "channels/incoming"
+            && v["params"]["messages"][0]["messageId"] == "mixed-1";
+        if to == To::Host && mixed {
+            let ids: Vec<Value> = v["params"]["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["messageId"].clone())
+                .collect();
+            let results: Vec<Value> = ids
+                .iter()
+                .map(|id| json!({ "messageId": id, "accepted": true }))
+                .collect();
+            let ok = json!({ "jsonrpc": "2.0", "id": v["id"], "result": { "results": results } });
+            return vec![(To::Checker, ok), (To::Checker, narrower_grant("narrow-6"))];
+        }
+        if to == To::Host && v["id"] == "narrow-6" && v.get("method").is_none() {
+            return vec![];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("mixed_then_narrowed.json", rule).await;
+    let id = "host.incoming-unregistered-refused";
+    assert_eq!(status(&doc, id), "fail", "{doc:#}");
+    assert!(
+        detail(&doc, id).contains("the second was not refused"),
+        "{doc:#}"
+    );
+}
+
+/// §14.2, §14.5 judged under the grant in force when the host answered: a host accepting
+/// both descriptors of the `channels/register` naming one id twice, and withdrawing
+/// `channels.register` right behind that answer, fails `host.register-duplicate-id` (h3 #6:
+/// the live grant was read, and the check skipped as if withdrawn while outstanding).
+#[tokio::test]
+async fn a_narrowing_behind_an_accepted_duplicate_register_does_not_excuse_it() {
+    let rule: Rule = Box::new(move |to, v| {
+        let duplicate = v["method"] == "channels/register"
+            && v["params"]["channels"][1]["id"] == "check:dup"
+            && v["params"]["channels"][0]["id"] == "check:dup";
+        if to == To::Host && duplicate {
+            let one = json!({ "id": "check:dup", "accepted": true });
+            let ok = json!({ "jsonrpc": "2.0", "id": v["id"],
+                "result": { "results": [one.clone(), one] } });
+            let narrow = json!({ "jsonrpc": "2.0", "id": "narrow-dup",
+                "method": "featureSets/update", "params": { "effectiveCapabilities":
+                    ["pushEvents", "channels.incoming",
+                     "contextHooks.beforeInference.inject.beforeUser"] } });
+            return vec![(To::Checker, ok), (To::Checker, narrow)];
+        }
+        if to == To::Host && v["id"] == "narrow-dup" && v.get("method").is_none() {
+            return vec![];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("duplicate_then_narrowed.json", rule).await;
+    let id = "host.register-duplicate-id";
+    assert_eq!(status(&doc, id), "fail", "{doc:#}");
 }

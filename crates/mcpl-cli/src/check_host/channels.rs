@@ -190,7 +190,9 @@ impl Run {
         let reply = self
             .call_paired(ChannelsIncoming::NAME, mixed_incoming(), self.bounds.step)
             .await;
-        if !granted(self) {
+        // Under the grant in force when the host answered (`Run::as_answered`): a narrowing
+        // it sent behind its answer does not reach back to it (§6.7, wire order).
+        if !self.as_answered(granted) {
             // The grant changed under the probe: a refusal would show only that.
             return;
         }

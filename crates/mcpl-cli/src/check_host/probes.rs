@@ -518,7 +518,9 @@ impl Run {
                 self.bounds.step,
             )
             .await;
-        if !granted(self) && !matches!(reply, Reply::Closed) {
+        // Under the grant in force when the host answered (`Run::as_answered`): a narrowing
+        // it sent behind its answer does not reach back to it (§6.7, wire order).
+        if !self.as_answered(granted) && !matches!(reply, Reply::Closed) {
             let why = "the host withdrew channels.register while the probe was outstanding: \
                        a refusal would not show what it does with a repeated id";
             self.record(id, Status::Skip, why);
