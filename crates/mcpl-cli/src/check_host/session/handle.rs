@@ -152,7 +152,7 @@ impl Run {
                 fetched = Some(read);
                 Ok(answer)
             }
-            ChannelsList::NAME => Ok(json!({ "channels": self.held_channels })),
+            ChannelsList::NAME => self.channels_list_answer(req.request().params.as_ref()),
             Initialize::NAME => Err(ErrorObject::invalid_request("already initialized")),
             // A later policy change: applied and answered by the library server's own rule
             // (`session::answer_policy_request`); its receipt puts a policy in force (a
@@ -291,6 +291,28 @@ impl Run {
         }
         self.expanding = None;
         self.hold_left = self.hold_left.saturating_sub(start.elapsed());
+    }
+
+    /// The answer to the host's `channels/list` (§14.3: the channels known for this
+    /// connection, the checker's descriptors the host accepted). Reading of §14.1, whose
+    /// table gates `channels/list` *in either direction* on `channels.register`: the host's
+    /// own request is gated by the grant it gave too (a host asking a server for channels it
+    /// did not let it register has no channels to ask about), so, failing closed, a request
+    /// the grant in force does not allow, or one sent before the receipt (§5.3), is refused
+    /// as the library server's admission refuses it (`-32002`, `data.capability`), and while
+    /// a later receipt is held, one the grant before it does not allow too (§6.7). The
+    /// finding is `host.deliveries-within-grant`'s ([`super::super::delivered`]), judged on
+    /// every message; this is only the strict server's answer.
+    fn channels_list_answer(&self, params: Option<&Value>) -> Result<Value, ErrorObject> {
+        let method = ChannelsList::NAME;
+        let receiver = mcpl::session::Receiver::Server;
+        let admit =
+            |grant: &Grant| mcpl::session::admit(receiver, method, params, self.ready, grant);
+        admit(self.policy.grant()).map_err(|r| r.to_error(method))?;
+        if let Some((before, _)) = &self.expanding {
+            admit(before).map_err(|r| r.to_error(method))?;
+        }
+        Ok(json!({ "channels": self.held_channels }))
     }
 
     /// [`Run::expanding`] as [`Run::holds`] leaves it: the grants before every expansion
