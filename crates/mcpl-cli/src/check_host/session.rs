@@ -167,6 +167,9 @@ pub(super) struct Run {
     /// What is left of the time later receipts may be held, in all: [`MAX_HELD_RECEIPTS`]
     /// times [`Run::hold_each`].
     pub(super) hold_left: Duration,
+    /// The fetch answers held within another hold now ([`Run::hold_fetch_answer`]), at
+    /// most [`MAX_NESTED_FETCH_HOLDS`].
+    pub(super) fetch_holds_nested: u32,
     /// The inference probe was sent (a skip of what it feeds names the cause only then).
     pub(super) inference_probed: bool,
     /// The connection has ended.
@@ -250,6 +253,12 @@ const STRAY_KEPT: usize = 3;
 /// and leaving each ping unanswered holds the run up at most this many times over.
 const MAX_HELD_RECEIPTS: u32 = 16;
 
+/// How many fetch answers are held within another hold at once ([`Run::hold_fetch_answer`]):
+/// each is a loop within the one before (a future on the heap), so a host sending fetch
+/// after fetch while pings are outstanding nests a few, never without bound; past it the
+/// answer is written at once. Each ends no later than the holds it runs within.
+const MAX_NESTED_FETCH_HOLDS: u32 = 4;
+
 impl Run {
     /// A run over a connected peer.
     pub(super) fn new(peer: Peer, incoming: Incoming, rec: Recorder, bounds: Bounds) -> Run {
@@ -293,6 +302,7 @@ impl Run {
             hold_left: (bounds.step / 2)
                 .min(super::exchange::RECEIPT_HOLD_MAX)
                 .saturating_mul(MAX_HELD_RECEIPTS),
+            fetch_holds_nested: 0,
             answered_any: false,
             closed: false,
             died_of_junk: false,

@@ -147,7 +147,7 @@ impl Run {
                 });
                 if changes {
                     let now = (*self.policy.grant(), *self.policy.offered());
-                    self.hold_later_receipt(now).await;
+                    self.hold_fetch_answer(now).await;
                 }
                 fetched = Some(read);
                 Ok(answer)
@@ -219,8 +219,28 @@ impl Run {
     /// the answer to a later ping ends the holds before it too (the host read their
     /// receipts first). Each is held up to [`Run::hold_each`], bounded in all by
     /// [`Run::hold_left`]. The answer to a `mcpl/manifest` that changes the advertisement is
-    /// held so too, `before` then being the grants in force (§17.5, wire order).
+    /// held so too ([`Run::hold_fetch_answer`]).
     pub(super) async fn hold_later_receipt(&mut self, before: (Grant, Grant)) {
+        self.hold(before, false).await;
+    }
+
+    /// [`Run::hold_later_receipt`] for the answer to a `mcpl/manifest` that changes the
+    /// advertisement, `before` being the grants in force (§17.5 with §5.4, wire order: what
+    /// the host sent behind its fetch is judged against the advertisement it held then).
+    /// Unlike a receipt, which is written at once when another hold is running (what came
+    /// meanwhile is judged under the grants before each expansion, [`Run::expanding`]), this
+    /// answer is held even then: a narrowing cannot be judged "under both" as an expansion
+    /// is, so the answer waits for its own ping, a loop of its own handling what comes
+    /// (the pings ahead of it included) and ending no later than the holds already running
+    /// would. At most [`MAX_NESTED_FETCH_HOLDS`] such loops run within one another; past
+    /// that the answer is written at once, as before.
+    pub(super) async fn hold_fetch_answer(&mut self, before: (Grant, Grant)) {
+        self.hold(before, true).await;
+    }
+
+    /// The hold of [`Run::hold_later_receipt`]; `own`: a loop of its own even while another
+    /// hold runs ([`Run::hold_fetch_answer`]).
+    async fn hold(&mut self, before: (Grant, Grant), own: bool) {
         if self.closed || self.hold_left.is_zero() {
             return;
         }
@@ -232,11 +252,21 @@ impl Run {
             }
         };
         let start = Instant::now();
-        let until = start + self.hold_each.min(self.hold_left);
+        let mut until = start + self.hold_each.min(self.hold_left);
+        let running = self.holds.iter().map(|(_, _, u)| *u).max();
+        let nested = running.is_some();
+        let own = own && self.fetch_holds_nested < MAX_NESTED_FETCH_HOLDS;
+        if let (true, Some(latest)) = (own, running) {
+            // A loop of its own ends no later than the holds already running would.
+            until = until.min(latest);
+        }
         self.holds.push_back((ping, before, until));
         self.held_grants();
-        if self.holds.len() > 1 {
+        if nested && !own {
             return; // the hold already running awaits this ping too
+        }
+        if nested {
+            self.fetch_holds_nested += 1;
         }
         loop {
             if self.closed {
@@ -290,7 +320,12 @@ impl Run {
             self.peer.forget(&p, "the connection ended");
         }
         self.expanding = None;
-        self.hold_left = self.hold_left.saturating_sub(start.elapsed());
+        if nested {
+            // The hold it ran within counts the time, its own included.
+            self.fetch_holds_nested -= 1;
+        } else {
+            self.hold_left = self.hold_left.saturating_sub(start.elapsed());
+        }
     }
 
     /// The answer to the host's `channels/list` (§14.3: the channels known for this
