@@ -15,11 +15,11 @@ mod common;
 
 use common::ids_with;
 
-/// The flags every run here uses: the checker's bound is then 23 × 2 + 1 + 0 = 47 s.
+/// The flags every run here uses: the checker's bound is then 24 × 2 + 1 + 0 = 49 s.
 const BOUNDS: [&str; 6] = ["--timeout", "2", "--inference-timeout", "1", "--watch", "0"];
 
 /// That bound plus a margin for a loaded machine: only a hung checker reaches it.
-const GUARD: Duration = Duration::from_secs(47 + 60);
+const GUARD: Duration = Duration::from_secs(49 + 60);
 
 /// The six checks of the phase.
 const IDS: [&str; 6] = [
@@ -734,4 +734,31 @@ async fn a_narrowing_behind_an_accepted_duplicate_register_does_not_excuse_it() 
     let (_, doc) = run("duplicate_then_narrowed.json", rule).await;
     let id = "host.register-duplicate-id";
     assert_eq!(status(&doc, id), "fail", "{doc:#}");
+}
+
+/// The `channels/list` asked just before the unparseable change has a step of its own, not
+/// one of the phase's three (h3 #3): a host silent to it, and to the pushes under the sets
+/// the changes remove (each awaited a step), still has its additions probed and judged
+/// (`model/info` refused: `modelInfo` was never granted), where the budget had run out
+/// before them.
+#[tokio::test]
+async fn the_list_before_the_changes_does_not_shrink_the_phase_budget() {
+    let mut announced = false;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Host && v["method"] == "mcpl/manifestChanged" {
+            announced = true;
+        }
+        let gone = v["method"] == "push/event"
+            && v["params"]["featureSet"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("check.gone"));
+        let early_list = v["method"] == "channels/list" && !announced;
+        if to == To::Host && (gone || early_list) {
+            return vec![];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("list_budget.json", rule).await;
+    assert_eq!(status(&doc, IDS[4]), "pass", "{}", detail(&doc, IDS[4]));
+    assert!(detail(&doc, IDS[4]).contains("model/info"), "{doc:#}");
 }

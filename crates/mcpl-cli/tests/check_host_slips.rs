@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-/// Only a hung checker reaches it: its own bound with these flags is 23 × 1 + 1 + 0 s.
-const GUARD: Duration = Duration::from_secs(24 + 60);
+/// Only a hung checker reaches it: its own bound with these flags is 24 × 1 + 1 + 0 s.
+const GUARD: Duration = Duration::from_secs(25 + 60);
 
 fn report_path(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("mcpl-check-host-slips-{}", std::process::id()));

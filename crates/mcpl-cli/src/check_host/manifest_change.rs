@@ -40,8 +40,9 @@
 //!   policy messages one change is followed by, so more than one warns rather than fails.
 //!
 //! A host MAY ignore the announcement (§17.3): a change it does not fetch within a step
-//! skips the checks it would have fed. The phase is bounded by [`PHASE_STEPS`] steps in
-//! all, every wait within it ending at that deadline at the latest.
+//! skips the checks it would have fed. The phase is bounded by [`LIST_STEPS`] step for the
+//! `channels/list` before the changes, then [`PHASE_STEPS`] steps for the changes, every
+//! wait within each ending at its deadline at the latest.
 
 use std::time::Duration;
 
@@ -58,9 +59,13 @@ use super::served::{self, GONE_SETS};
 use super::session::{secs, Reply, Run};
 use crate::check::report::Status;
 
-/// How many steps (`--timeout`) the whole phase may take: three announcements, each
+/// How many steps (`--timeout`) the three changes may take: three announcements, each
 /// awaiting its fetch, a ping round trip and its probes, share them.
 pub(super) const PHASE_STEPS: u32 = 3;
+
+/// How many steps the `channels/list` asked before the changes may take
+/// ([`Changes::list_before`]), before [`PHASE_STEPS`] start: the phase takes both.
+pub(super) const LIST_STEPS: u32 = 1;
 
 /// The checks this phase judges.
 const FETCHED_FIRST: &str = "host.manifest-fetched-before-acting";
@@ -223,6 +228,13 @@ impl Run {
             self.record_unset(&IDS, Status::Skip, why);
             return;
         }
+        // The list the unparseable change is compared with: a step of its own
+        // ([`LIST_STEPS`]), so it never shrinks what the changes' probes may see.
+        let listed_by = Instant::now() + self.bounds.step.saturating_mul(LIST_STEPS);
+        self.list_before_change(listed_by).await;
+        if self.closed {
+            return;
+        }
         let deadline = Instant::now() + self.bounds.step.saturating_mul(PHASE_STEPS);
         self.changes.watching = true;
         let mut counts = Vec::new();
@@ -245,7 +257,6 @@ impl Run {
         let kept = match &self.changes.serving {
             Serving::Manifest(m) | Serving::Unparseable(m) => m.clone(),
         };
-        self.list_before_change(deadline).await;
         self.changes.serving = Serving::Unparseable(kept);
         if let Some(why) = self.announce(&revision, deadline).await {
             return Some(why);

@@ -10,8 +10,8 @@
 //! the manifest changes of §17 among them, [`manifest_change`]), then `--watch` of listening.
 //!
 //! Bounds (issue #20), whatever the host sends:
-//! - **wall time**: the run ends within [`Bounds::wall`] = 23 × `--timeout` +
-//!   `--inference-timeout` + `--watch` (146 s with the defaults), then writes its report;
+//! - **wall time**: the run ends within [`Bounds::wall`] = 24 × `--timeout` +
+//!   `--inference-timeout` + `--watch` (151 s with the defaults), then writes its report;
 //! - **memory**: one message from the host is at most [`MAX_MESSAGE`] bytes (a larger one
 //!   is discarded unread) and [`MAX_PARSED_COST`] once parsed (a costlier one is refused
 //!   unbuilt), at most [`INCOMING_QUEUE`] of them wait to be handled, and the checker holds
@@ -137,7 +137,7 @@ pub struct CheckHostArgs {
     #[arg(long, value_name = "ADDR")]
     pub ws: Option<String>,
     /// Bound on every phase, in seconds: the connection, the host's initialize, its policy,
-    /// each probe's answer. The whole run ends within 23 × this + --inference-timeout +
+    /// each probe's answer. The whole run ends within 24 × this + --inference-timeout +
     /// --watch.
     #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = wait_arg)]
     pub timeout: f64,
@@ -197,7 +197,7 @@ struct Bounds {
 
 impl Bounds {
     /// [`Bounds::wall`] as the report names it.
-    const FORMULA: &'static str = "23 × --timeout + --inference-timeout + --watch";
+    const FORMULA: &'static str = "24 × --timeout + --inference-timeout + --watch";
 
     /// The run's bound once the host is connected. Every phase ends at a deadline, never at
     /// a quiet moment:
@@ -210,22 +210,23 @@ impl Bounds {
     /// | the ping before the receipt | within the policy's step, at most half a step (and 1 s) after the early requests |
     /// | fourteen probes | 1 step each; a paired ping starts with its request, with its own step; the `channels/list` after a registration beside the probe repeating a channel id |
     /// | the inference probe | `--inference-timeout` when granted, else 1 step |
+    /// | the `channels/list` before the manifest changes | [`manifest_change::LIST_STEPS`] (1) step |
     /// | the manifest-change probes | [`manifest_change::PHASE_STEPS`] (3) steps in all |
     /// | later policy receipts, each behind a ping round trip (§6.7) | half a step (and 1 s) in all |
     /// | listening | `--watch` |
     ///
-    /// That is 20 and a half steps, the inference (at least 1 step) and the watch. A host that keeps
+    /// That is 21 and a half steps, the inference (at least 1 step) and the watch. A host that keeps
     /// sending requests while the checker waits adds the time their answers take to write
     /// (each under the write timeout, which closes the connection when it fires), so the
-    /// session is cut at 21 steps, the inference and the watch whatever the host does, the
+    /// session is cut at 22 steps, the inference and the watch whatever the host does, the
     /// report then saying where it stood.
     fn session(&self) -> Duration {
-        self.step.saturating_mul(21) + self.infer + self.watch
+        self.step.saturating_mul(22) + self.infer + self.watch
     }
 
     /// The whole run's bound: accepting the connection (1 step, `--tcp`/`--ws`),
     /// [`Bounds::session`], and writing what is still owed to the host once the session
-    /// ends (1 step), i.e. 23 × `--timeout` + `--inference-timeout` + `--watch`.
+    /// ends (1 step), i.e. 24 × `--timeout` + `--inference-timeout` + `--watch`.
     #[cfg_attr(not(test), allow(dead_code))]
     fn wall(&self) -> Duration {
         self.step.saturating_mul(2) + self.session()
@@ -377,7 +378,7 @@ async fn connect(args: &CheckHostArgs, seen: &mut accept::Seen) -> Result<Transp
 mod tests {
     use super::*;
 
-    /// The documented bound: 23 steps + the inference + the watch (146 s by default).
+    /// The documented bound: 24 steps + the inference + the watch (151 s by default).
     #[test]
     fn the_wall_time_bound_is_the_documented_function() {
         let b = Bounds {
@@ -385,13 +386,13 @@ mod tests {
             watch: Duration::from_secs(1),
             infer: Duration::from_secs(30),
         };
-        assert_eq!(b.wall(), Duration::from_secs(146));
+        assert_eq!(b.wall(), Duration::from_secs(151));
         let b = Bounds {
             step: Duration::from_secs(2),
             watch: Duration::ZERO,
             infer: Duration::from_secs(3),
         };
-        assert_eq!(b.wall(), Duration::from_secs(49));
+        assert_eq!(b.wall(), Duration::from_secs(51));
     }
 
     /// The catalogue keeps its ids unique, with the two issue #19 names exactly.
