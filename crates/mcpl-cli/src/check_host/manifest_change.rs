@@ -93,6 +93,14 @@ enum Serving {
     Unparseable(Value),
 }
 
+/// What the probes after one change showed: each probe judged (refused or not), and each
+/// one not refused with an error, described.
+#[derive(Debug, Default)]
+struct Seen {
+    shown: Vec<String>,
+    defects: Vec<String>,
+}
+
 /// The phase's state, read and written where the host's messages are handled
 /// ([`Run::handle`]).
 #[derive(Debug)]
@@ -252,7 +260,6 @@ impl Run {
     async fn each_change(&mut self, deadline: Instant, counts: &mut Vec<u32>) -> Option<String> {
         // 1. Unparseable, announced under a revision of its own (§17.8: a host MAY coalesce
         // announcements, so one sharing the next change's revision could go unfetched).
-        let narrowed = served::manifest_narrowed();
         let revision = json!(mcpl::manifest::revision(&unparseable()).unwrap_or_default());
         let kept = match &self.changes.serving {
             Serving::Manifest(m) | Serving::Unparseable(m) => m.clone(),
@@ -267,44 +274,23 @@ impl Run {
             return None;
         }
         // 2. A valid narrowing.
-        let pushed = push_probe(GONE_SETS[0], "gone-1");
-        let push_gone = self.host_rule(PushEvent::NAME, &pushed) == Ok(true);
         let incoming = self.channel_held && self.policy.allows(Capability::ChannelsIncoming);
-        let revision = narrowed.get("revision").cloned().unwrap_or(Value::Null);
-        self.changes.serving = Serving::Manifest(narrowed);
-        if let Some(why) = self.announce(&revision, deadline).await {
-            return Some(why);
-        }
-        self.settle_change(deadline).await;
-        let mut shown = Vec::new();
-        let mut defects = Vec::new();
-        if push_gone {
-            let what = format!("push/event under {}", GONE_SETS[0]);
-            self.refused_after(
-                PushEvent::NAME,
-                pushed,
-                &what,
-                deadline,
-                &mut shown,
-                &mut defects,
-            )
-            .await;
-        }
+        let narrowed = served::manifest_narrowed();
+        let mut seen = match self
+            .change_then_push(narrowed, GONE_SETS[0], "gone-1", deadline)
+            .await
+        {
+            Ok(seen) => seen,
+            Err(why) => return Some(why),
+        };
         let mut revoked = false;
         if incoming {
             let what = "channels/incoming for check:a".to_owned();
-            let n = defects.len();
+            let n = seen.defects.len();
             let params = served::incoming("check:a");
-            self.refused_after(
-                ChannelsIncoming::NAME,
-                params,
-                &what,
-                deadline,
-                &mut shown,
-                &mut defects,
-            )
-            .await;
-            revoked = defects.len() == n && shown.last() == Some(&what);
+            self.refused_after(ChannelsIncoming::NAME, params, &what, deadline, &mut seen)
+                .await;
+            revoked = seen.defects.len() == n && seen.shown.last() == Some(&what);
         }
         if self.closed {
             return None;
@@ -312,8 +298,7 @@ impl Run {
         counts.push(self.changes.since_fetch);
         self.judge_refusals(
             REMOVALS,
-            &shown,
-            &defects,
+            &seen,
             "the manifest the host fetched removed them (§17.5 step 3, §6.7: revoked at once, \
              host-first)",
             "neither pushEvents (with the removed set available) nor channels.incoming (with a \
@@ -321,34 +306,19 @@ impl Run {
         );
         // 3. Partially invalid: one more removal, two additions.
         let partial = served::manifest_partial();
-        let revision = partial.get("revision").cloned().unwrap_or(Value::Null);
-        let pushed = push_probe(GONE_SETS[1], "gone-2");
-        let push_gone = self.host_rule(PushEvent::NAME, &pushed) == Ok(true);
-        self.changes.serving = Serving::Manifest(partial);
-        if let Some(why) = self.announce(&revision, deadline).await {
-            return Some(why);
-        }
-        self.settle_change(deadline).await;
-        let (mut shown, mut defects) = (Vec::new(), Vec::new());
-        if push_gone {
-            let what = format!("push/event under {}", GONE_SETS[1]);
-            self.refused_after(
-                PushEvent::NAME,
-                pushed,
-                &what,
-                deadline,
-                &mut shown,
-                &mut defects,
-            )
-            .await;
-        }
+        let seen = match self
+            .change_then_push(partial, GONE_SETS[1], "gone-2", deadline)
+            .await
+        {
+            Ok(seen) => seen,
+            Err(why) => return Some(why),
+        };
         if self.closed {
             return None;
         }
         self.judge_refusals(
             PARTIAL,
-            &shown,
-            &defects,
+            &seen,
             "the partially invalid manifest the host fetched removed it (§17.5 step 1: every \
              removal applies, whatever else failed validation)",
             "pushEvents was not granted, or the set unavailable, before the change: no removal \
@@ -426,17 +396,46 @@ impl Run {
             .min(deadline.saturating_duration_since(Instant::now()))
     }
 
+    /// One valid change (§17.5 steps 2 and 3): serves `manifest`, announces it under its
+    /// revision and awaits the host's fetch and a ping round trip, then sends a push under
+    /// `set` (one of [`GONE_SETS`], which `manifest` removes), with `event_id`, when the
+    /// host's rule allowed it before the change, and notes how it was answered
+    /// ([`Run::refused_after`]). `Err(why)` when the host did not fetch.
+    async fn change_then_push(
+        &mut self,
+        manifest: Value,
+        set: &str,
+        event_id: &str,
+        deadline: Instant,
+    ) -> Result<Seen, String> {
+        let pushed = served::push(set, event_id);
+        let allowed = self.host_rule(PushEvent::NAME, &pushed) == Ok(true);
+        let revision = manifest.get("revision").cloned().unwrap_or(Value::Null);
+        self.changes.serving = Serving::Manifest(manifest);
+        if let Some(why) = self.announce(&revision, deadline).await {
+            return Err(why);
+        }
+        self.settle_change(deadline).await;
+        let mut seen = Seen::default();
+        if allowed {
+            let what = format!("push/event under {set}");
+            self.refused_after(PushEvent::NAME, pushed, &what, deadline, &mut seen)
+                .await;
+        }
+        Ok(seen)
+    }
+
     /// Sends `method` with `params`, which the manifest the host read no longer allows, and
-    /// notes `what` in `shown` when judged, and in `defects` when not refused with an error.
+    /// notes `what` in `seen`: shown when judged, a defect when not refused with an error.
     async fn refused_after(
         &mut self,
         method: &str,
         params: Value,
         what: &str,
         deadline: Instant,
-        shown: &mut Vec<String>,
-        defects: &mut Vec<String>,
+        seen: &mut Seen,
     ) {
+        let Seen { shown, defects } = seen;
         let bound = self.bound_within(deadline);
         if bound.is_zero() {
             return;
@@ -458,16 +457,10 @@ impl Run {
         }
     }
 
-    /// Records `id` from the probes' `shown` and `defects`; `why` says why they must be
+    /// Records `id` from what the probes showed (`seen`); `why` says why they must be
     /// refused, `none` why nothing was probed.
-    fn judge_refusals(
-        &mut self,
-        id: &str,
-        shown: &[String],
-        defects: &[String],
-        why: &str,
-        none: &str,
-    ) {
+    fn judge_refusals(&mut self, id: &str, seen: &Seen, why: &str, none: &str) {
+        let Seen { shown, defects } = seen;
         if !defects.is_empty() {
             let d = format!("{}, though {why}", defects.join("; "));
             self.record(id, Status::Fail, d);
@@ -725,11 +718,6 @@ impl Run {
         let why = why.unwrap_or_else(|| "not judged".into());
         self.record_unset(&IDS, Status::Skip, &why);
     }
-}
-
-/// A push under `set`: one of [`GONE_SETS`], which only a removal disables.
-fn push_probe(set: &str, event_id: &str) -> Value {
-    served::push(set, event_id)
 }
 
 /// The answer to a fetch that is no manifest (§17.5 step 1: "does not parse at all"): a
