@@ -37,7 +37,14 @@
 //!   here: a feature set carries no authority (§6.4), so using it widens no grant; only a
 //!   capability advertised again is (§17.5 step 3);
 //! - §17.5 step 4's one receipt is host-internal (§17.6): what a server sees of it is the
-//!   policy messages one change is followed by, so more than one warns rather than fails.
+//!   policy messages one change is followed by, so more than one warns rather than fails;
+//! - §17.5 step 3's `tagOntology` bullet (a changed ontology invalidates prior acceptance,
+//!   §16.5) is not judged: acceptance is an explicit host or operator act a server never
+//!   sees, and what it steers (treatment, `implies` closure, §16.7) is host-internal. Its
+//!   only possible trace on the wire, a `push/event` result's `inferenceId` (§9.3), also
+//!   follows consumer rules and the host default, so a push answered with or without one
+//!   shows nothing of acceptance either way; and §16.6 keeps tags and ontologies out of the
+//!   grant, which the checks above already judge whatever the domain changed.
 //!
 //! A host MAY ignore the announcement (§17.3): a change it does not fetch within a step
 //! skips the checks it would have fed. The phase is bounded by [`LIST_STEPS`] step for the
