@@ -39,6 +39,7 @@ mod reply;
 mod seen;
 mod served;
 mod session;
+mod streamed;
 mod tally;
 mod tolerance;
 mod unlisted;
@@ -79,7 +80,8 @@ catalogue! {
     "host.grant-within-own-advertisement", "§5.2", "the grant names only paths the host itself advertises supporting (a warning)";
     "host.undeclared-use-refused", "§6.4", "a use the exercising feature set does not declare is refused with an error";
     "host.inference-follows-grant", "§5.4", "inference/request is refused with an error unless its set is allowed, and answered when it is";
-    "host.chunks-only-when-streamed", "§11.4", "no inference/chunk for an inference/request that asked for no stream (the checker's never sets stream: true; §11.2: it defaults to false); a warning: §11.4 describes chunks for stream: true, and no MUST forbids them otherwise";
+    "host.chunks-only-when-streamed", "§11.4", "no inference/chunk for a request of the checker's that asked for no stream (its inference/request sets stream: true only when the grant in force allows inferenceRequest.streaming; §11.2: it defaults to false); a warning: §11.4 describes chunks for stream: true, and no MUST forbids them otherwise";
+    "host.chunks-well-formed", "§11.4", "when the grant in force allows inferenceRequest.streaming, the inference/request probe asks stream: true, and each inference/chunk for it names its id in requestId, counts index from 0 without gap or repeat, carries a string delta, and comes before the response, none after; a chunk naming no request of the checker's fails; no chunk before a result with text, or deltas joined that are not its content, warns";
     "host.inference-result-shape", "§11.3", "an inference/request result carries the generated content as a string, finishReason from App. B.4";
     "host.requests-independent", "§6.6", "a ping sent while an earlier request is outstanding is answered within --timeout (no head-of-line blocking)";
     "host.survives-junk-line", "§4", "after one line that is not JSON, the host still answers a ping";

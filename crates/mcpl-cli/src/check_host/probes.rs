@@ -21,8 +21,8 @@ use super::judge::{
 use super::junk;
 use super::refusal_data::REFUSAL_DATA;
 use super::served::{
-    descriptors, duplicate_descriptors, incoming, inference_request, push, unregistered_incoming,
-    DUPLICATE_ID, TYPO_SET, TYPO_USE, UNREGISTERED,
+    descriptors, duplicate_descriptors, incoming, inference_request, inference_request_streamed,
+    push, unregistered_incoming, DUPLICATE_ID, TYPO_SET, TYPO_USE, UNREGISTERED,
 };
 use super::session::{secs, Reply, Run};
 use crate::check::report::Status;
@@ -698,13 +698,21 @@ impl Run {
     /// unless the grant allows it and leaves the set available; any result is judged against
     /// §11.3. A host that grants it runs one short inference, awaited `--inference-timeout`;
     /// a refusal needs no inference, so an ungranted one is awaited the step timeout.
+    /// When the grant in force allows `inferenceRequest.streaming` (and [`super::served::STREAM_SET`], which
+    /// declares it, is available), the one probe asks `stream: true` under that set, its
+    /// chunks judged by `host.chunks-well-formed` ([`super::streamed`]); no second inference.
     async fn inference(&mut self) {
         self.stage = "the inference/request probe";
         let (id, shape) = (
             "host.inference-follows-grant",
             "host.inference-result-shape",
         );
-        let params = inference_request();
+        let streamed = inference_request_streamed();
+        let params = if self.host_rule(InferenceRequest::NAME, &streamed) == Ok(true) {
+            streamed
+        } else {
+            inference_request()
+        };
         self.inference_probed = true;
         let sent = self.host_rule(InferenceRequest::NAME, &params) == Ok(true);
         let bound = if sent {
@@ -715,6 +723,8 @@ impl Run {
         let reply = self
             .call_paired(InferenceRequest::NAME, params.clone(), bound)
             .await;
+        // §11.4: what the streamed probe's chunks are compared with (a no-op unstreamed).
+        self.stream.replied(&reply);
         let meanwhile = self.as_answered(|run| Meanwhile {
             sent,
             answered: run.host_rule(InferenceRequest::NAME, &params) == Ok(true),
@@ -785,7 +795,10 @@ impl Run {
             ),
         };
         self.record(id, status, format!("{detail}{}", meanwhile.note()));
-        self.inference_answered |= judged.is_some();
+        // A streamed probe's result is host.chunks-well-formed's, not an unstreamed one.
+        if !self.stream.asked() {
+            self.inference_answered |= judged.is_some();
+        }
         let (status, detail) = match judged {
             None if allowed => (Status::Skip, "no result to judge".into()),
             None => (

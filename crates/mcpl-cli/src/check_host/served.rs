@@ -27,18 +27,20 @@ pub(super) const TYPO_SET: &str = "check.typo";
 /// kind of slip AUDIT-001 §2.5 found in live servers' `uses`.
 pub(super) const TYPO_USE: &str = "pushEvent";
 
-/// The manifest the checker serves: pushes, server-initiated inference, a beforeUser
-/// injection, lifecycle signals (judged, [`super::lifecycle`]), and channels, under four
-/// feature sets, and a fifth whose `uses` is invalid ([`TYPO_SET`]).
+/// The manifest the checker serves: pushes, server-initiated inference (streamed too,
+/// [`STREAM_SET`]), a beforeUser injection, lifecycle signals (judged,
+/// [`super::lifecycle`]), and channels, under five feature sets, beside one whose
+/// `uses` is invalid ([`TYPO_SET`]) and the two the manifest changes remove ([`GONE_SETS`]).
 pub(super) fn manifest() -> Value {
     let mut m = json!({
         "version": "0.5",
         "pushEvents": true,
-        // `true`, streaming included, so a grant of `inferenceRequest.streaming` is legal and
-        // a host that cannot mask it (AUDIT-001 §2.8) is not seen. `{ "streaming": false }`
-        // would show it, but a host reading a nested object as its members only (§5.1 names
-        // no way to advertise `inferenceRequest` without its leaf) then grants nothing of
-        // it, and the inference probe (its result shape, unasked chunks) goes unjudged.
+        // `true`, streaming included, so a grant of `inferenceRequest.streaming` is legal
+        // (and, granted, exercised: the inference probe then asks `stream: true` under
+        // [`STREAM_SET`], §11.4, [`super::streamed`]). `{ "streaming": false }` would show a
+        // host that cannot mask the leaf (AUDIT-001 §2.8), but a host reading a nested object
+        // as its members only (§5.1 names no way to advertise `inferenceRequest` without its
+        // leaf) then grants nothing of it, and the inference probe goes unjudged.
         "inferenceRequest": true,
         "inferenceLifecycle": true,
         "contextHooks": { "beforeInference": { "inject": { "beforeUser": true } } },
@@ -48,6 +50,10 @@ pub(super) fn manifest() -> Value {
             "check.infer": {
                 "description": "Probe server-initiated inference",
                 "uses": ["inferenceRequest"]
+            },
+            STREAM_SET: {
+                "description": "Probe streamed server-initiated inference (§11.4)",
+                "uses": ["inferenceRequest", "inferenceRequest.streaming"]
             },
             "check.hints": {
                 "description": "Probe hooks",
@@ -187,6 +193,23 @@ pub(super) fn inference_request() -> Value {
         "messages": [ { "role": "user", "content": "mcpl check-host probe: reply with OK." } ],
         "preferences": { "maxTokens": 16 }
     })
+}
+
+/// The feature set the streamed inference probe goes under: it declares
+/// `inferenceRequest.streaming` beside `inferenceRequest` (§6.4 rule 2: a use its set does
+/// not declare is refused), and is its own so that a grant without the streaming leaf, which
+/// disables it (§6.4), leaves `check.infer` and the unstreamed probe as they were.
+pub(super) const STREAM_SET: &str = "check.stream";
+
+/// The streamed `inference/request` probe's params: [`inference_request`]'s message under
+/// [`STREAM_SET`], with `stream: true` (§11.2, §11.4).
+pub(super) fn inference_request_streamed() -> Value {
+    let mut p = inference_request();
+    if let Some(o) = p.as_object_mut() {
+        o.insert("featureSet".into(), json!(STREAM_SET));
+        o.insert("stream".into(), json!(true));
+    }
+    p
 }
 
 /// `channels/incoming` params with one message for `channel`.

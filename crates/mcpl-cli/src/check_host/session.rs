@@ -186,14 +186,17 @@ pub(super) struct Run {
     notifications: usize,
     notifications_with_id: usize,
     first_notification_with_id: Option<String>,
-    /// `inference/chunk`s the host sent (§11.4: only for a request with `stream: true`,
-    /// which the checker never sends), and the `requestId` of the first, quoted
-    /// (`host.chunks-only-when-streamed`).
+    /// `inference/chunk`s the host sent for a request of the checker's that asked for no
+    /// stream (§11.4: chunks only for a request with `stream: true`), and the `requestId` of
+    /// the first, quoted (`host.chunks-only-when-streamed`; [`Run::judge_chunk`]).
     pub(super) chunks: usize,
     pub(super) first_chunk_for: Option<String>,
-    /// An `inference/request` of the checker's was answered with a result: the host ran an
-    /// inference, so whether it streamed unasked is judged.
+    /// An `inference/request` of the checker's that asked for no stream was answered with a
+    /// result: the host ran an inference, so whether it streamed unasked is judged.
     pub(super) inference_answered: bool,
+    /// The streamed inference probe, when the grant allowed one, and the chunks judged
+    /// against it (`host.chunks-well-formed`, [`super::streamed`]).
+    pub(super) stream: super::streamed::Streamed,
     /// What the run is doing, named in the report when the host goes away.
     pub(super) stage: &'static str,
     /// How and when the host went away, once it has.
@@ -315,6 +318,7 @@ impl Run {
             chunks: 0,
             first_chunk_for: None,
             inference_answered: false,
+            stream: super::streamed::Streamed::default(),
             stage: "the connection",
             gone: None,
             unfinished: None,

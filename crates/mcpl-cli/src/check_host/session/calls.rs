@@ -313,10 +313,16 @@ impl Run {
         // wire position among the host's messages, so which came first is read off the wire.
         // A send that fails on a connection already gone notes it here, so the report names
         // this probe, and the probes after it are not run for nothing.
+        let streamed = method == mcpl::protocol::inference::InferenceRequest::NAME
+            && super::super::streamed::asks_stream(&params);
         let first_id = match self.peer.send_request(method, Some(params), |_| {}).await {
             Ok(id) => id,
             Err(e) => return self.reply(Err(e)),
         };
+        if streamed {
+            // §11.4: its chunks are judged against this id ([`super::super::streamed`]).
+            self.stream.sent(first_id.clone());
+        }
         let first_deadline = Instant::now() + bound;
         let ping_id = self.peer.send_request(Ping::NAME, None, |_| {}).await.ok();
         let ping_deadline = Instant::now() + self.bounds.step;
@@ -338,6 +344,8 @@ impl Run {
                 Ok(Some(Ordered::Response(r))) => {
                     let outcome = r.outcome.map_err(PeerError::Remote);
                     if r.id.as_ref() == Some(&first_id) {
+                        // Its wire position: a chunk read after it is late (§11.4).
+                        self.stream.response_came(r.id.as_ref());
                         // What the host sends before the ping's answer is handled as it comes;
                         // the probe is judged as the run stood when its answer came (§6.7).
                         let now = self.popped_under.take();

@@ -50,29 +50,36 @@ impl Run {
             let why = "the host sent no notification-only method (§4.1) during the run";
             self.record_unset(&[form], Status::Skip, why);
         }
-        // §11.2, §11.4: the checker's inference/request asks for no stream (`stream`
-        // defaults to false), so every chunk is one nobody asked for. Reading: §11.4 says
-        // when a host sends chunks (for `stream: true`) but no MUST NOT forbids them
-        // otherwise, so this warns rather than fails.
+        // §11.2, §11.4: a chunk naming a request of the checker's that asked for no stream
+        // (`stream` defaults to false) is one nobody asked for. Reading: §11.4 says when a
+        // host sends chunks (for `stream: true`) but no MUST NOT forbids them otherwise, so
+        // this warns rather than fails. The streamed probe's chunks, and chunks naming no
+        // request of the checker's, are `host.chunks-well-formed`'s ([`super::super::streamed`]).
         let chunks = "host.chunks-only-when-streamed";
         if let Some(first) = &self.first_chunk_for {
             let d = format!(
-                "{} inference/chunk sent (the first with requestId {first}), though no \
-                 inference/request of the checker's asked for a stream (§11.2: stream defaults \
-                 to false; §11.4 describes chunks for stream: true; a warning, no MUST \
-                 forbids them otherwise)",
+                "{} inference/chunk sent (the first with requestId {first}) for a request of the \
+                 checker's that asked for no stream (§11.2: stream defaults to false; §11.4 \
+                 describes chunks for stream: true; a warning, no MUST forbids them otherwise)",
                 self.chunks
             );
             self.record(chunks, Status::Warn, d);
         } else if self.inference_answered {
             let d = "the checker's inference/request (no stream) was answered with no chunk";
             self.record(chunks, Status::Pass, d);
+        } else if self.stream.asked() {
+            let why =
+                "the inference probe asked for a stream (inferenceRequest.streaming granted), \
+                       and no inference/request asking for none was answered with a result: its \
+                       chunks are host.chunks-well-formed's";
+            self.record_unset(&[chunks], Status::Skip, why);
         } else if self.inference_probed {
             let why = "the host answered no inference/request of the checker's with a result";
             self.record_unset(&[chunks], Status::Skip, why);
         }
         // Else the inference probe was never sent (the run ended before it): "not reached",
         // said below, not an answer the host never gave.
+        self.conclude_stream();
         self.conclude_deliveries();
         self.conclude_lifecycles();
         // JSON-RPC 2.0 §5: one Response per call; judged on what came, however the run ended.

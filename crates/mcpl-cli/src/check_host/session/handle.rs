@@ -67,12 +67,7 @@ impl Run {
             self.judge_lifecycle(params);
         }
         if method == mcpl::protocol::inference::InferenceChunk::NAME {
-            self.chunks = self.chunks.saturating_add(1);
-            if self.first_chunk_for.is_none() {
-                let id = params.and_then(|p| p.get("requestId"));
-                let quoted = id.map_or_else(|| "none".into(), super::super::judge::excerpt);
-                self.first_chunk_for = Some(quoted);
-            }
+            self.judge_chunk(params);
         }
         let req = match m {
             IncomingMessage::Request(r) => r,
@@ -292,6 +287,10 @@ impl Run {
                 // Kept with the run as it stood when it came: the loop awaiting it judges it
                 // so, whatever the host sends after it (§6.7, wire order).
                 Ok(Some(o @ Ordered::Response(_))) => {
+                    // Its wire position: a chunk read after it is late (§11.4).
+                    if let Ordered::Response(r) = &o {
+                        self.stream.response_came(r.id.as_ref());
+                    }
                     let under = self.snapshot();
                     self.stash.push_back((o, Some(under)));
                 }

@@ -1,0 +1,492 @@
+//! `host.chunks-well-formed` (§11.4): the streamed inference probe and the chunks it gets.
+//!
+//! When the grant in force allows `inferenceRequest.streaming` (and the session is ready,
+//! with [`super::served::STREAM_SET`] available), the one inference probe asks `stream: true`
+//! under that set ([`super::served::inference_request_streamed`]); otherwise it asks for
+//! none, as before. No second inference is run: the run's bound stays what `--help` says.
+//! Every `inference/chunk` the host sends is sorted by its `requestId`:
+//!
+//! - the streamed probe's id: judged here, each chunk in wire order;
+//! - another request of the checker's (one that asked for no stream: the unstreamed probe,
+//!   the early one, a ping): `host.chunks-only-when-streamed`'s (a warning), as before;
+//! - an id the checker never sent, or none: judged here, a fail.
+//!
+//! Readings (§11.4 is an example and two sentences, no MUST; where it is silent this reads
+//! it fail closed, as the library host's `ChunkSink` already sends it):
+//!
+//! - **form**: `requestId` is the streamed request's id, `index` an integer counting from 0
+//!   with no gap or repeat, `delta` a string, every chunk before the response and none after
+//!   it (§11.4: the host sends chunks *before* the final response, and chunks *are followed
+//!   by* it; a chunk after it belongs to a request already settled). Each defect fails: a
+//!   server reassembling the stream by `index` and attributing it by `requestId` cannot do
+//!   either with such a chunk. A chunk sent as a Request (with an id) is also
+//!   `host.notifications-have-no-id`'s, judged there once; its params are judged here.
+//! - **a chunk for an id the checker never sent** (or with no id in `requestId`) is a chunk
+//!   of no request: it fails, as a response under an id never sent fails
+//!   `host.responses-answer-requests` (JSON-RPC 2.0 §5). It is no chunk for a request that
+//!   asked for no stream, so `host.chunks-only-when-streamed` does not count it too.
+//! - **no chunk** before a result whose content is non-empty text warns: §11.4 says the host
+//!   sends chunks when `stream: true`, but states no MUST, and the result still carries the
+//!   whole text. (The library host sends the text as one chunk in that case,
+//!   `session::rules::owed_chunk`.) Empty content has nothing to stream: no warning.
+//! - **the deltas joined differing from the result's `content`** (a string, or its text
+//!   blocks joined as the library reads them) warns, not fails. "Followed by the full
+//!   response" makes the response the whole answer and the chunks its pieces, so a
+//!   difference is a defect a server rendering the stream would show; but §11.4 states no
+//!   reconstruction rule (§14.3 states one for channel chunks, and adds the complete text to
+//!   reconcile them: where the spec wants deltas to rebuild a text it says so), and the
+//!   response, which the server reads as authoritative, loses nothing. Fail closed here
+//!   means never passing it: it warns.
+//! - an error answering the streamed probe: the chunks before it are judged for form; with
+//!   none, nothing is judged (skipped).
+//!
+//! Bounded: the deltas are joined up to [`JOINED_KEPT`] bytes, the rest counted in length
+//! only (content longer than that is compared by its first [`JOINED_KEPT`] bytes and its
+//! length, and the verdict says so); [`KEPT`] defects are described, the rest counted.
+
+use mcpl::jsonrpc::{json_type_name, RequestId};
+use serde_json::Value;
+
+use super::judge::{capped, excerpt};
+use super::session::{Reply, Run};
+use super::tally::Tally;
+use crate::check::report::Status;
+
+/// The check on the chunks of the streamed probe.
+pub(super) const WELL_FORMED: &str = "host.chunks-well-formed";
+
+/// Bytes of the joined deltas kept to compare with the result's `content`.
+pub(super) const JOINED_KEPT: usize = 64 * 1024;
+
+/// Described defects kept; later ones are counted.
+const KEPT: usize = 3;
+
+/// Bytes of one described defect.
+const DESCRIBED_BYTES: usize = 160;
+
+/// What the probe's answer was, as the verdict reads it.
+#[derive(Debug, Default)]
+enum Answer {
+    /// No answer yet (or none came: a timeout, the connection gone).
+    #[default]
+    None,
+    /// A result: its content as text (`None` when it is no text: the result's shape is
+    /// `host.inference-result-shape`'s).
+    Result(Option<String>),
+    /// An error, by code.
+    Error(i64),
+}
+
+/// The streamed probe and the chunks the host sent for it (or for no request at all).
+#[derive(Debug, Default)]
+pub(super) struct Streamed {
+    /// The streamed probe's id, once it was sent with `stream: true`.
+    probe: Option<RequestId>,
+    /// Its response came (wire order): a chunk for it from now on is late.
+    answered: bool,
+    answer: Answer,
+    /// Chunks for the probe (any form), and the index the next one should carry.
+    chunks: u64,
+    next_index: u64,
+    /// The string deltas joined, the first [`JOINED_KEPT`] bytes, and their length in all.
+    joined: String,
+    joined_len: u64,
+    /// Defects of the probe's chunks (fails).
+    defects: Tally<KEPT>,
+    /// Chunks naming no request of the checker's (fails).
+    stray: Tally<KEPT>,
+}
+
+/// Whether `params` (an `inference/request`'s) ask for a stream (`stream: true`, §11.2).
+pub(super) fn asks_stream(params: &Value) -> bool {
+    params.get("stream") == Some(&Value::Bool(true))
+}
+
+/// The text of an `inference/request` result's `content`: a string, or its text blocks
+/// joined (as `session::rules::owed_chunk` reads it); `None` when it is neither.
+fn content_text(result: &Value) -> Option<String> {
+    match result.get("content")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(blocks) => Some(
+            blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+impl Streamed {
+    /// The streamed probe went out under `id`.
+    pub(super) fn sent(&mut self, id: RequestId) {
+        self.probe = Some(id);
+    }
+
+    /// Whether the inference probe asked for a stream.
+    pub(super) fn asked(&self) -> bool {
+        self.probe.is_some()
+    }
+
+    /// The response to `id` came, at its wire position: if it answers the streamed probe,
+    /// every chunk for it from now on is late.
+    pub(super) fn response_came(&mut self, id: Option<&RequestId>) {
+        if id.is_some() && id == self.probe.as_ref() {
+            self.answered = true;
+        }
+    }
+
+    /// What the streamed probe was answered with (once the probe settled).
+    pub(super) fn replied(&mut self, reply: &Reply) {
+        if self.probe.is_none() {
+            return;
+        }
+        self.answer = match reply {
+            Reply::Result(r) => Answer::Result(content_text(r)),
+            Reply::Error(e) => Answer::Error(e.code),
+            _ => Answer::None,
+        };
+    }
+
+    /// Whether `request_id` (a chunk's) names the streamed probe.
+    pub(super) fn is_probe(&self, request_id: Option<&RequestId>) -> bool {
+        request_id.is_some() && request_id == self.probe.as_ref()
+    }
+
+    /// Notes one defect of the probe's chunks.
+    fn defect(&mut self, said: String) {
+        self.defects.note(|| capped(said, DESCRIBED_BYTES));
+    }
+
+    /// Judges one chunk for the streamed probe (`params`, as sent), in wire order.
+    pub(super) fn chunk(&mut self, params: Option<&Value>) {
+        self.chunks = self.chunks.saturating_add(1);
+        let n = self.chunks;
+        if self.answered {
+            self.defect(format!(
+                "chunk {n} came after the response (§11.4: chunks come before it)"
+            ));
+        }
+        match params.and_then(|p| p.get("index")) {
+            Some(v) => match v.as_u64() {
+                Some(i) if i == self.next_index => self.next_index = i.saturating_add(1),
+                Some(i) if i > self.next_index => {
+                    let gap = format!(
+                        "chunk {n} has index {i}, {} was next: a gap",
+                        self.next_index
+                    );
+                    self.defect(gap);
+                    self.next_index = i.saturating_add(1);
+                }
+                Some(i) => self.defect(format!(
+                    "chunk {n} has index {i} again, or out of order ({} was next)",
+                    self.next_index
+                )),
+                None => self.defect(format!(
+                    "chunk {n}'s index {} is no non-negative integer",
+                    excerpt(v)
+                )),
+            },
+            None => self.defect(format!("chunk {n} has no index")),
+        }
+        match params.and_then(|p| p.get("delta")) {
+            Some(Value::String(d)) => {
+                self.joined_len = self.joined_len.saturating_add(d.len() as u64);
+                let room = JOINED_KEPT.saturating_sub(self.joined.len());
+                let mut end = room.min(d.len());
+                while !d.is_char_boundary(end) {
+                    end -= 1;
+                }
+                self.joined.push_str(d.get(..end).unwrap_or_default());
+            }
+            Some(v) => self.defect(format!(
+                "chunk {n}'s delta is a JSON {}, not a string",
+                json_type_name(v)
+            )),
+            None => self.defect(format!("chunk {n} has no delta")),
+        }
+    }
+
+    /// Notes a chunk whose `requestId` (`said`, quoted) names no request of the checker's.
+    pub(super) fn stray(&mut self, said: String) {
+        self.stray.note(|| capped(said, DESCRIBED_BYTES));
+    }
+
+    /// The verdict, or `None` when there is nothing to judge (no stream asked, no chunk of
+    /// no request's): the caller says why.
+    pub(super) fn verdict(&self) -> Option<(Status, String)> {
+        let mut fails = Vec::new();
+        if self.stray.count() > 0 {
+            fails.push(format!(
+                "{} inference/chunk(s) named no request of the checker's in requestId ({}{}; \
+                 §11.4: requestId is the streaming request's id)",
+                self.stray.count(),
+                self.stray.joined(),
+                if self.stray.cut().is_some() {
+                    ", …"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if self.defects.count() > 0 {
+            fails.push(format!(
+                "{} defect(s) in the {} chunk(s) of the streamed inference/request: {}{}",
+                self.defects.count(),
+                self.chunks,
+                self.defects.joined(),
+                if self.defects.cut().is_some() {
+                    "; …"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if !fails.is_empty() {
+            return Some((Status::Fail, fails.join("; ")));
+        }
+        self.probe.as_ref()?;
+        let n = self.chunks;
+        Some(match &self.answer {
+            Answer::Result(Some(content)) if n == 0 && !content.is_empty() => (
+                Status::Warn,
+                "the inference/request asked stream: true (inferenceRequest.streaming granted), \
+                 yet its result came with no inference/chunk before it (§11.4: the host sends \
+                 chunks before the final response; a warning, no MUST)"
+                    .to_owned(),
+            ),
+            Answer::Result(Some(_)) if n == 0 => (
+                Status::Pass,
+                "no chunk before a result with empty content: nothing to stream".to_owned(),
+            ),
+            Answer::Result(Some(content)) => self.compared(content),
+            Answer::Result(None) => (
+                Status::Pass,
+                format!(
+                    "{n} chunk(s), indexes 0 to {} in order, each a string delta, all before \
+                     the response (its content is no text: not compared, \
+                     host.inference-result-shape judges it)",
+                    n.saturating_sub(1)
+                ),
+            ),
+            Answer::Error(code) if n == 0 => (
+                Status::Skip,
+                format!("the streamed inference/request was answered with error {code} and no chunk: nothing to judge"),
+            ),
+            Answer::Error(code) => (
+                Status::Pass,
+                format!("{n} well-formed chunk(s) before the error {code} answering the request"),
+            ),
+            Answer::None if n == 0 => (
+                Status::Skip,
+                "the streamed inference/request got no answer and no chunk: nothing to judge"
+                    .to_owned(),
+            ),
+            Answer::None => (
+                Status::Pass,
+                format!(
+                    "{n} well-formed chunk(s); no response came (the probe's own check says so)"
+                ),
+            ),
+        })
+    }
+
+    /// The verdict of `n > 0` well-formed chunks before a result whose content is `content`.
+    fn compared(&self, content: &str) -> (Status, String) {
+        let n = self.chunks;
+        let kept = &self.joined;
+        let same_len = self.joined_len == content.len() as u64;
+        let prefix = content
+            .get(..kept.len())
+            .is_some_and(|head| head == kept.as_str());
+        let whole = self.joined_len <= JOINED_KEPT as u64;
+        let base = format!(
+            "{n} chunk(s), indexes 0 to {} in order, each a string delta, all before the response",
+            n.saturating_sub(1)
+        );
+        if same_len && prefix {
+            let how = if whole {
+                "their deltas joined are the result's content".to_owned()
+            } else {
+                format!(
+                    "their deltas joined match the result's content in length and in the first \
+                     {JOINED_KEPT} bytes (the rest not kept)"
+                )
+            };
+            return (Status::Pass, format!("{base}; {how}"));
+        }
+        (
+            Status::Warn,
+            format!(
+                "{base}, but their deltas joined ({} bytes, {}) are not the result's content \
+                 ({} bytes, {}) (§11.4: chunks are followed by the full response, whose text \
+                 they are; a warning, no MUST states it)",
+                self.joined_len,
+                excerpt(&Value::String(kept.chars().take(40).collect())),
+                content.len(),
+                excerpt(&Value::String(content.chars().take(40).collect())),
+            ),
+        )
+    }
+}
+
+impl Run {
+    /// Sorts one `inference/chunk` (`params` as sent) by its `requestId`: the streamed
+    /// probe's judged here, another request's of the checker's counted for
+    /// `host.chunks-only-when-streamed`, one naming no request of the checker's a defect.
+    pub(super) fn judge_chunk(&mut self, params: Option<&Value>) {
+        let raw = params.and_then(|p| p.get("requestId"));
+        let id = raw.and_then(RequestId::from_value);
+        if self.stream.is_probe(id.as_ref()) {
+            self.stream.chunk(params);
+        } else if id.as_ref().is_some_and(|id| self.integral.was_sent(id)) {
+            self.chunks = self.chunks.saturating_add(1);
+            if self.first_chunk_for.is_none() {
+                self.first_chunk_for = raw.map(excerpt);
+            }
+        } else {
+            let said = raw.map_or_else(
+                || "no requestId".to_owned(),
+                |v| format!("requestId {}", excerpt(v)),
+            );
+            self.stream.stray(said);
+        }
+    }
+
+    /// Records `host.chunks-well-formed` once the run is over (a late chunk counts however
+    /// late it came).
+    pub(super) fn conclude_stream(&mut self) {
+        match self.stream.verdict() {
+            Some((status, detail)) => self.record(WELL_FORMED, status, detail),
+            None if self.inference_probed => {
+                let why = "the inference probe asked for no stream (inferenceRequest.streaming \
+                           not granted in force, or check.stream not available), and no \
+                           inference/chunk named a request the checker never sent";
+                self.record_unset(&[WELL_FORMED], Status::Skip, why);
+            }
+            // The probe was never sent: "not reached", said at the end.
+            None => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn probe() -> Streamed {
+        let mut s = Streamed::default();
+        s.sent(RequestId::from_value(&json!(7)).unwrap_or(RequestId::String("7".into())));
+        s
+    }
+
+    fn chunk(s: &mut Streamed, index: Value, delta: Value) {
+        s.chunk(Some(
+            &json!({ "requestId": 7, "index": index, "delta": delta }),
+        ));
+    }
+
+    fn result(s: &mut Streamed, content: &str) {
+        s.response_came(RequestId::from_value(&json!(7)).as_ref());
+        s.replied(&Reply::Result(json!({ "content": content })));
+    }
+
+    /// §11.4: chunks 0, 1 joining to the content, then the response: passes.
+    #[test]
+    fn s11_4_a_correct_stream_passes() {
+        let mut s = probe();
+        chunk(&mut s, json!(0), json!("O"));
+        chunk(&mut s, json!(1), json!("K"));
+        result(&mut s, "OK");
+        let (status, d) = s.verdict().unwrap_or((Status::Skip, String::new()));
+        assert_eq!(status, Status::Pass, "{d}");
+        assert!(d.contains("joined are the result's content"), "{d}");
+    }
+
+    /// Chunks as `(index, delta)`, whether they follow the response, and the defect named.
+    type Case<'a> = (&'a [(Value, Value)], bool, &'a str);
+
+    /// §11.4 read fail closed: a gap, a repeat, a non-string delta, a chunk after the
+    /// response each fail, named.
+    #[test]
+    fn s11_4_each_form_defect_fails() {
+        let cases: [Case; 4] = [
+            (
+                &[(json!(0), json!("a")), (json!(2), json!("b"))],
+                false,
+                "a gap",
+            ),
+            (
+                &[(json!(0), json!("a")), (json!(0), json!("b"))],
+                false,
+                "again",
+            ),
+            (&[(json!(0), json!(5))], false, "not a string"),
+            (&[(json!(0), json!("OK"))], true, "after the response"),
+        ];
+        for (chunks, late, said) in cases {
+            let mut s = probe();
+            if late {
+                result(&mut s, "OK");
+            }
+            for (i, d) in chunks {
+                chunk(&mut s, i.clone(), d.clone());
+            }
+            if !late {
+                result(&mut s, "ab");
+            }
+            let (status, d) = s.verdict().unwrap_or((Status::Skip, String::new()));
+            assert_eq!(status, Status::Fail, "{said}: {d}");
+            assert!(d.contains(said), "{said}: {d}");
+        }
+    }
+
+    /// The readings that warn: no chunk before non-empty content; deltas differing from it.
+    /// Empty content with no chunk passes.
+    #[test]
+    fn s11_4_no_chunk_or_a_different_text_warns() {
+        let mut s = probe();
+        result(&mut s, "OK");
+        assert_eq!(s.verdict().map(|v| v.0), Some(Status::Warn));
+        let mut s = probe();
+        result(&mut s, "");
+        assert_eq!(s.verdict().map(|v| v.0), Some(Status::Pass));
+        let mut s = probe();
+        chunk(&mut s, json!(0), json!("NO"));
+        result(&mut s, "OK");
+        let (status, d) = s.verdict().unwrap_or((Status::Skip, String::new()));
+        assert_eq!(status, Status::Warn, "{d}");
+        assert!(d.contains("not the result's content"), "{d}");
+    }
+
+    /// A chunk naming no request of the checker's fails, even with no stream asked.
+    #[test]
+    fn a_chunk_of_no_request_fails_with_no_stream_asked() {
+        let mut s = Streamed::default();
+        assert!(s.verdict().is_none());
+        s.stray("requestId 999".into());
+        let (status, d) = s.verdict().unwrap_or((Status::Skip, String::new()));
+        assert_eq!(status, Status::Fail, "{d}");
+        assert!(d.contains("999"), "{d}");
+    }
+
+    /// The joined deltas are kept up to [`JOINED_KEPT`] bytes; longer equal text still
+    /// passes, compared by length and prefix.
+    #[test]
+    fn the_joined_deltas_are_bounded() {
+        let mut s = probe();
+        let piece = "é".repeat(JOINED_KEPT / 3);
+        let mut all = String::new();
+        for i in 0..4 {
+            chunk(&mut s, json!(i), json!(piece));
+            all.push_str(&piece);
+        }
+        assert!(s.joined.len() <= JOINED_KEPT);
+        result(&mut s, &all);
+        let (status, d) = s.verdict().unwrap_or((Status::Skip, String::new()));
+        assert_eq!(status, Status::Pass, "{d}");
+        assert!(d.contains("first"), "{d}");
+    }
+}

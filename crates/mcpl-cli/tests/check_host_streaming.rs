@@ -1,0 +1,344 @@
+//! `mcpl check-host`'s streamed inference probe (§11.4): when the grant in force allows
+//! `inferenceRequest.streaming`, its one `inference/request` asks `stream: true`, and the
+//! chunks that come are judged by `host.chunks-well-formed`. Scripted hosts over raw pipes
+//! show each verdict (real JSON over the checker's stdio); the library host, granting the
+//! leaf with a stream handler, passes.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcpl::host::{HostConfig, HostSession};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+use common::ids_with;
+
+const WELL_FORMED: &str = "host.chunks-well-formed";
+const UNASKED: &str = "host.chunks-only-when-streamed";
+
+fn report_path(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("mcpl-check-host-streaming-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// The checker's bound with these flags (`23 × 1 + 1 + 0` s) and a margin for a loaded
+/// machine: only a hung checker reaches it.
+const GUARD: Duration = Duration::from_secs(23 + 1 + 60);
+
+fn line(v: &Value) -> String {
+    format!("{v}\n")
+}
+
+/// A host over raw pipes: `initialize`, `notifications/initialized`, a policy Request
+/// granting `grant`, then each request of the checker answered with what `answer` writes
+/// for it: a `ping` `{}`, everything else refused `-32001` when `answer` returns `None`.
+async fn raw_host(name: &str, grant: &[&str], answer: impl Fn(&Value) -> Option<String>) -> Value {
+    let report = report_path(name);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpl"))
+        .args(["check-host", "--json", "--timeout", "1"])
+        .args(["--inference-timeout", "1", "--watch", "0", "--report"])
+        .arg(&report)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (mut stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    let head = [
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": { "experimental": { "mcpl": {
+                "version": "0.5", "pushEvents": true,
+                "inferenceRequest": { "streaming": true } } } },
+            "clientInfo": { "name": "scripted", "version": "0" } } }),
+        json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "featureSets/update",
+                "params": { "effectiveCapabilities": grant } }),
+    ];
+    let head: String = head.iter().map(line).collect();
+    stdin.write_all(head.as_bytes()).await.unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    while let Ok(Some(l)) = lines.next_line().await {
+        let Ok(m) = serde_json::from_str::<Value>(&l) else {
+            continue;
+        };
+        if m.get("method").is_none() || m.get("id").is_none() {
+            continue;
+        }
+        let a = answer(&m).unwrap_or_else(|| {
+            let v = if m["method"] == "ping" {
+                json!({ "jsonrpc": "2.0", "id": m["id"], "result": {} })
+            } else {
+                json!({ "jsonrpc": "2.0", "id": m["id"],
+                        "error": { "code": -32001, "message": "denied" } })
+            };
+            line(&v)
+        });
+        if stdin.write_all(a.as_bytes()).await.is_err() {
+            break;
+        }
+    }
+    drop(stdin);
+    let status = tokio::time::timeout(GUARD, child.wait())
+        .await
+        .expect("the checker ended within its bound")
+        .unwrap();
+    assert_ne!(status.code(), Some(101), "the checker panicked");
+    let text = std::fs::read_to_string(&report).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+fn check<'a>(doc: &'a Value, id: &str) -> &'a Value {
+    doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no {id}: {doc:#}"))
+}
+
+/// The grant of a host streaming: both inference leaves, and pushes.
+const STREAMING: [&str; 3] = [
+    "pushEvents",
+    "inferenceRequest",
+    "inferenceRequest.streaming",
+];
+
+/// A scripted case: its report's name, what the host writes for the streamed request's id,
+/// and what the verdict's detail says.
+type Case = (&'static str, fn(&Value) -> String, &'static str);
+
+/// A chunk of request `id`.
+fn chunk(id: &Value, index: Value, delta: Value) -> String {
+    line(&json!({ "jsonrpc": "2.0", "method": "inference/chunk",
+                  "params": { "requestId": id, "index": index, "delta": delta } }))
+}
+
+/// The result `content` under request `id` (§11.3).
+fn result(id: &Value, content: &str) -> String {
+    line(&json!({ "jsonrpc": "2.0", "id": id, "result": {
+        "content": content, "model": "m", "finishReason": "end_turn" } }))
+}
+
+/// A host answering the checker's streamed `inference/request` with what `script` writes
+/// for its id (chunks, the response, in its order); the early, unstreamed one refused.
+async fn streaming_host(name: &str, script: fn(&Value) -> String) -> Value {
+    raw_host(name, &STREAMING, move |m| {
+        (m["method"] == "inference/request" && m["params"]["stream"] == true)
+            .then(|| script(&m["id"]))
+    })
+    .await
+}
+
+/// §11.4: the probe asks `stream: true` under `check.stream` once the leaf is granted; two
+/// chunks counting from 0 whose deltas join to the content, then the response: passes.
+#[tokio::test]
+async fn a_correct_streaming_host_passes() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    let doc = raw_host("correct.json", &STREAMING, move |m| {
+        if m["method"] != "inference/request" {
+            return None;
+        }
+        kept.lock().unwrap().push(m["params"].clone());
+        let id = &m["id"];
+        (m["params"]["stream"] == true).then(|| {
+            [
+                chunk(id, json!(0), json!("O")),
+                chunk(id, json!(1), json!("K")),
+                result(id, "OK"),
+            ]
+            .concat()
+        })
+    })
+    .await;
+    let c = check(&doc, WELL_FORMED);
+    assert_eq!(c["status"], "pass", "{doc:#}");
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap()
+            .contains("joined are the result's content"),
+        "{c}"
+    );
+    assert_eq!(
+        check(&doc, "host.inference-follows-grant")["status"],
+        "pass",
+        "{doc:#}"
+    );
+    assert_eq!(
+        check(&doc, "host.inference-result-shape")["status"],
+        "pass",
+        "{doc:#}"
+    );
+    // The one inference asked for the stream, under the set declaring it (§6.4 rule 2).
+    let sent = seen.lock().unwrap().clone();
+    let streamed: Vec<_> = sent.iter().filter(|p| p["stream"] == true).collect();
+    assert_eq!(streamed.len(), 1, "{sent:?}");
+    assert_eq!(streamed[0]["featureSet"], "check.stream", "{sent:?}");
+    // No request asking for none got a chunk; none was answered with a result.
+    assert_eq!(check(&doc, UNASKED)["status"], "skip", "{doc:#}");
+}
+
+/// Each defect of form fails `host.chunks-well-formed`, named: an index gap, a chunk after
+/// the response, a delta that is no string, a chunk naming a request the checker never sent.
+#[tokio::test]
+async fn each_defective_chunk_fails() {
+    let cases: [Case; 4] = [
+        (
+            "gap.json",
+            |id| {
+                [
+                    chunk(id, json!(0), json!("O")),
+                    chunk(id, json!(2), json!("K")),
+                    result(id, "OK"),
+                ]
+                .concat()
+            },
+            "a gap",
+        ),
+        (
+            "late.json",
+            |id| [result(id, "OK"), chunk(id, json!(0), json!("OK"))].concat(),
+            "after the response",
+        ),
+        (
+            "delta.json",
+            |id| [chunk(id, json!(0), json!(7)), result(id, "OK")].concat(),
+            "not a string",
+        ),
+        (
+            "stray.json",
+            |id| {
+                [
+                    chunk(&json!(99999), json!(0), json!("OK")),
+                    chunk(id, json!(0), json!("OK")),
+                    result(id, "OK"),
+                ]
+                .concat()
+            },
+            "99999",
+        ),
+    ];
+    for (name, script, said) in cases {
+        let doc = streaming_host(name, script).await;
+        let c = check(&doc, WELL_FORMED);
+        assert_eq!(c["status"], "fail", "{name}: {doc:#}");
+        let d = c["detail"].as_str().unwrap();
+        assert!(d.contains(said), "{name}: {d}");
+        // The request itself was answered as §11.3 shows.
+        assert_eq!(
+            check(&doc, "host.inference-follows-grant")["status"],
+            "pass",
+            "{name}"
+        );
+    }
+}
+
+/// The readings that warn (§11.4 states no MUST): a result with text and no chunk before
+/// it; deltas joined that are not the result's content.
+#[tokio::test]
+async fn no_chunk_or_another_text_warns() {
+    let cases: [Case; 2] = [
+        ("none.json", |id| result(id, "OK"), "no inference/chunk"),
+        (
+            "differs.json",
+            |id| [chunk(id, json!(0), json!("NO")), result(id, "OK")].concat(),
+            "not the result's content",
+        ),
+    ];
+    for (name, script, said) in cases {
+        let doc = streaming_host(name, script).await;
+        let c = check(&doc, WELL_FORMED);
+        assert_eq!(c["status"], "warn", "{name}: {doc:#}");
+        assert!(c["detail"].as_str().unwrap().contains(said), "{name}: {c}");
+    }
+}
+
+/// Without the streaming leaf the probe stays unstreamed (under `check.infer`); a chunk for
+/// it warns `host.chunks-only-when-streamed` as before, and `host.chunks-well-formed` has
+/// no stream to judge.
+#[tokio::test]
+async fn chunks_for_the_unstreamed_request_warn_as_before() {
+    let doc = raw_host(
+        "unstreamed.json",
+        &["pushEvents", "inferenceRequest"],
+        |m| {
+            if m["method"] != "inference/request" {
+                return None;
+            }
+            assert_ne!(
+                m["params"]["stream"], true,
+                "stream asked though not granted: {m}"
+            );
+            let id = &m["id"];
+            Some([chunk(id, json!(0), json!("OK")), result(id, "OK")].concat())
+        },
+    )
+    .await;
+    assert_eq!(check(&doc, UNASKED)["status"], "warn", "{doc:#}");
+    assert_eq!(check(&doc, WELL_FORMED)["status"], "skip", "{doc:#}");
+}
+
+/// The library host granting `inferenceRequest.streaming` with a stream handler that sends
+/// the text as two chunks: nothing fails, the stream passes.
+#[tokio::test]
+async fn the_library_host_streaming_passes() {
+    let report = report_path("library.json");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpl"));
+    cmd.args([
+        "check-host",
+        "--json",
+        "--timeout",
+        "5",
+        "--watch",
+        "0",
+        "--report",
+    ])
+    .arg(&report);
+    let (transport, ctl) = mcpl::transport::child::spawn(&mut cmd).unwrap();
+    let stream: mcpl::host::StreamHandler = Arc::new(|_params, mut sink| {
+        Box::pin(async move {
+            if sink.is_streamed() {
+                for delta in ["O", "K"] {
+                    sink.send(delta)
+                        .await
+                        .map_err(|e| mcpl::jsonrpc::ErrorObject::internal(e.to_string()))?;
+                }
+            }
+            Ok(json!({ "content": "OK", "model": "test-model", "finishReason": "end_turn" }))
+        })
+    });
+    let config = HostConfig {
+        policy: vec![
+            "pushEvents".into(),
+            "inferenceRequest".into(),
+            "inferenceRequest.streaming".into(),
+        ],
+        stream_handler: Some(stream),
+        ..HostConfig::default()
+    };
+    let (session, _streams) = HostSession::connect(transport, config).await.unwrap();
+    let status = tokio::time::timeout(GUARD, ctl.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    session.close();
+    let text = std::fs::read_to_string(&report).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(ids_with(&doc, "fail"), BTreeSet::new(), "{doc:#}");
+    let c = check(&doc, WELL_FORMED);
+    assert_eq!(ids_with(&doc, "warn"), BTreeSet::new(), "{doc:#}");
+    assert_eq!(c["status"], "pass", "{doc:#}");
+    assert!(c["detail"].as_str().unwrap().contains("2 chunk(s)"), "{c}");
+    assert_eq!(status.code(), Some(0), "{doc:#}");
+}
