@@ -342,3 +342,30 @@ async fn the_library_host_streaming_passes() {
     assert!(c["detail"].as_str().unwrap().contains("2 chunk(s)"), "{c}");
     assert_eq!(status.code(), Some(0), "{doc:#}");
 }
+
+/// Wire order through a held receipt (§6.7 with §11.4): the host sends a policy Request
+/// widening the grant, then the result, then a chunk. The checker holds that receipt behind
+/// a `ping` round trip, keeping the result for the probe's loop while it handles what comes
+/// after it; the chunk came after the response all the same, and fails.
+#[tokio::test]
+async fn a_chunk_after_the_response_read_during_a_held_receipt_fails() {
+    let doc = streaming_host("late-held.json", |id| {
+        let mut wider = STREAMING.to_vec();
+        wider.push("channels.register");
+        let widen = json!({ "jsonrpc": "2.0", "id": "widen", "method": "featureSets/update",
+                            "params": { "effectiveCapabilities": wider } });
+        [
+            line(&widen),
+            result(id, "OK"),
+            chunk(id, json!(0), json!("OK")),
+        ]
+        .concat()
+    })
+    .await;
+    let c = check(&doc, WELL_FORMED);
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    assert!(
+        c["detail"].as_str().unwrap().contains("after the response"),
+        "{c}"
+    );
+}
