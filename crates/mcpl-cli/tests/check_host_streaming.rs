@@ -369,3 +369,25 @@ async fn a_chunk_after_the_response_read_during_a_held_receipt_fails() {
         "{c}"
     );
 }
+
+/// A host granting the streaming leaf yet refusing the streamed probe fails
+/// `host.inference-follows-grant`, which names the set the probe went under (`check.stream`),
+/// not `check.infer`; with no chunk and an error, there is no stream to judge.
+#[tokio::test]
+async fn a_streamed_probe_refused_under_its_grant_names_its_set() {
+    let doc = streaming_host("refused.json", |id| {
+        line(&json!({ "jsonrpc": "2.0", "id": id,
+                      "error": { "code": -32001, "message": "denied" } }))
+    })
+    .await;
+    let c = check(&doc, "host.inference-follows-grant");
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap()
+            .contains("allows check.stream"),
+        "{c}"
+    );
+    assert_eq!(check(&doc, WELL_FORMED)["status"], "skip", "{doc:#}");
+}

@@ -698,9 +698,10 @@ impl Run {
     /// unless the grant allows it and leaves the set available; any result is judged against
     /// §11.3. A host that grants it runs one short inference, awaited `--inference-timeout`;
     /// a refusal needs no inference, so an ungranted one is awaited the step timeout.
-    /// When the grant in force allows `inferenceRequest.streaming` (and [`super::served::STREAM_SET`], which
-    /// declares it, is available), the one probe asks `stream: true` under that set, its
-    /// chunks judged by `host.chunks-well-formed` ([`super::streamed`]); no second inference.
+    /// When the grant in force allows `inferenceRequest.streaming` (and
+    /// [`super::served::STREAM_SET`], which declares it, is available), the one probe asks
+    /// `stream: true` under that set, its chunks judged by `host.chunks-well-formed`
+    /// ([`super::streamed`]); no second inference.
     async fn inference(&mut self) {
         self.stage = "the inference/request probe";
         let (id, shape) = (
@@ -714,6 +715,12 @@ impl Run {
             inference_request()
         };
         self.inference_probed = true;
+        // The set the probe goes under, named in the verdicts (a short constant of ours).
+        let set = params
+            .get("featureSet")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         let sent = self.host_rule(InferenceRequest::NAME, &params) == Ok(true);
         let bound = if sent {
             self.bounds.infer
@@ -751,7 +758,7 @@ impl Run {
             (Some(true), Reply::Error(e)) if REFUSAL.contains(&e.code) => (
                 Status::Fail,
                 format!(
-                    "the policy allows check.infer, yet the request was refused {}",
+                    "the policy allows {set}, yet the request was refused {}",
                     e.code
                 ),
                 None,
@@ -783,7 +790,7 @@ impl Run {
             (Some(false), Reply::Result(r)) => (
                 Status::Fail,
                 format!(
-                    "the policy does not allow check.infer, yet the request was answered {}",
+                    "the policy does not allow {set}, yet the request was answered {}",
                     excerpt(&r)
                 ),
                 Some(r),
