@@ -289,23 +289,12 @@ async fn chunks_for_the_unstreamed_request_warn_as_before() {
     assert_eq!(check(&doc, WELL_FORMED)["status"], "skip", "{doc:#}");
 }
 
-/// The library host granting `inferenceRequest.streaming` with a stream handler that sends
-/// the text as two chunks: nothing fails, the stream passes.
+/// The library host granting `inferenceRequest.streaming`, answering the streamed probe
+/// with a stream handler that sends the text as two chunks, or with a plain request handler
+/// (the library then sends the text as the one chunk owed, `session::rules::owed_chunk`):
+/// nothing fails or warns, and the stream passes.
 #[tokio::test]
 async fn the_library_host_streaming_passes() {
-    let report = report_path("library.json");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpl"));
-    cmd.args([
-        "check-host",
-        "--json",
-        "--timeout",
-        "5",
-        "--watch",
-        "0",
-        "--report",
-    ])
-    .arg(&report);
-    let (transport, ctl) = mcpl::transport::child::spawn(&mut cmd).unwrap();
     let stream: mcpl::host::StreamHandler = Arc::new(|_params, mut sink| {
         Box::pin(async move {
             if sink.is_streamed() {
@@ -319,14 +308,39 @@ async fn the_library_host_streaming_passes() {
         })
     });
     let config = HostConfig {
-        policy: vec![
-            "pushEvents".into(),
-            "inferenceRequest".into(),
-            "inferenceRequest.streaming".into(),
-        ],
         stream_handler: Some(stream),
         ..HostConfig::default()
     };
+    library_host_streaming("library-stream.json", config, "2 chunk(s)").await;
+    let plain: mcpl::host::RequestHandler = Arc::new(|_method, _params| {
+        Box::pin(async move {
+            Ok(json!({ "content": "OK", "model": "test-model", "finishReason": "end_turn" }))
+        })
+    });
+    let config = HostConfig {
+        request_handler: Some(plain),
+        ..HostConfig::default()
+    };
+    library_host_streaming("library-plain.json", config, "1 chunk(s)").await;
+}
+
+/// Runs the checker against the library host with `config`, granting both inference leaves
+/// and pushes; asserts nothing fails or warns and the stream passes, its detail saying `said`.
+async fn library_host_streaming(name: &str, mut config: HostConfig, said: &str) {
+    let report = report_path(name);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpl"));
+    cmd.args([
+        "check-host",
+        "--json",
+        "--timeout",
+        "5",
+        "--watch",
+        "0",
+        "--report",
+    ])
+    .arg(&report);
+    let (transport, ctl) = mcpl::transport::child::spawn(&mut cmd).unwrap();
+    config.policy = STREAMING.iter().map(|p| (*p).to_owned()).collect();
     let (session, _streams) = HostSession::connect(transport, config).await.unwrap();
     let status = tokio::time::timeout(GUARD, ctl.wait())
         .await
@@ -335,12 +349,12 @@ async fn the_library_host_streaming_passes() {
     session.close();
     let text = std::fs::read_to_string(&report).unwrap();
     let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
-    assert_eq!(ids_with(&doc, "fail"), BTreeSet::new(), "{doc:#}");
+    assert_eq!(ids_with(&doc, "fail"), BTreeSet::new(), "{name}: {doc:#}");
+    assert_eq!(ids_with(&doc, "warn"), BTreeSet::new(), "{name}: {doc:#}");
     let c = check(&doc, WELL_FORMED);
-    assert_eq!(ids_with(&doc, "warn"), BTreeSet::new(), "{doc:#}");
-    assert_eq!(c["status"], "pass", "{doc:#}");
-    assert!(c["detail"].as_str().unwrap().contains("2 chunk(s)"), "{c}");
-    assert_eq!(status.code(), Some(0), "{doc:#}");
+    assert_eq!(c["status"], "pass", "{name}: {doc:#}");
+    assert!(c["detail"].as_str().unwrap().contains(said), "{name}: {c}");
+    assert_eq!(status.code(), Some(0), "{name}: {doc:#}");
 }
 
 /// Wire order through a held receipt (§6.7 with §11.4): the host sends a policy Request
