@@ -405,3 +405,34 @@ async fn a_streamed_probe_refused_under_its_grant_names_its_set() {
     );
     assert_eq!(check(&doc, WELL_FORMED)["status"], "skip", "{doc:#}");
 }
+
+/// A chunk naming a request the checker never sent is no chunk of any request: it fails
+/// `host.chunks-well-formed` even when no stream was asked, and is not counted as one for a
+/// request that asked for none (`host.chunks-only-when-streamed` passes on the unstreamed
+/// probe answered without a chunk).
+#[tokio::test]
+async fn a_chunk_of_no_request_fails_with_no_stream_asked() {
+    let doc = raw_host(
+        "stray-unstreamed.json",
+        &["pushEvents", "inferenceRequest"],
+        |m| {
+            (m["method"] == "inference/request" && m["params"]["featureSet"] == "check.infer").then(
+                || {
+                    [
+                        chunk(&json!("no-such-request"), json!(0), json!("OK")),
+                        result(&m["id"], "OK"),
+                    ]
+                    .concat()
+                },
+            )
+        },
+    )
+    .await;
+    let c = check(&doc, WELL_FORMED);
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    assert!(
+        c["detail"].as_str().unwrap().contains("no-such-request"),
+        "{c}"
+    );
+    assert_eq!(check(&doc, UNASKED)["status"], "pass", "{doc:#}");
+}
