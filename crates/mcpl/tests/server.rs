@@ -683,7 +683,13 @@ async fn s10_5_lifecycle_consumer_dedupes_and_reports_defects_over_the_wire() {
         host.peer
             .notify_raw(
                 "inference/lifecycle",
-                Some(json!({"inferenceId": id, "phase": phase})),
+                // A `started` carries what §10.5's table requires of it (else
+                // `lifecycle_missing_members` too).
+                Some(match phase {
+                    "started" => json!({"inferenceId": id, "phase": phase,
+                                        "conversationId": "c", "turnIndex": 0}),
+                    _ => json!({"inferenceId": id, "phase": phase}),
+                }),
             )
             .await
             .unwrap();
@@ -742,8 +748,10 @@ async fn s10_5_content_like_members_written_null_carry_no_content() {
     host.peer
         .notify_raw(
             "inference/lifecycle",
-            Some(json!({"inferenceId": "i", "phase": "started",
-                        "userMessage": null, "content": null})),
+            Some(
+                json!({"inferenceId": "i", "phase": "started", "conversationId": "c",
+                        "turnIndex": 0, "userMessage": null, "content": null}),
+            ),
         )
         .await
         .unwrap();

@@ -158,6 +158,17 @@ fn observe(
     now: Instant,
     diags: &mut Vec<ServerDiagnostic>,
 ) -> NotificationStep {
+    // §10.5's table requires these on `started` (the one rule, `missing_members`): a
+    // defect of the host, reported; the turn still correlates by its `inferenceId`. An id
+    // past the tracker's bound is the tracker's to refuse (`IdTooLong`), so it is not
+    // quoted here. No allocation unless something is missing.
+    let missing = p.missing_members();
+    if !missing.is_empty() && p.inference_id.len() <= turns.config().max_id_bytes {
+        diags.push(ServerDiagnostic::LifecycleMissingMembers {
+            inference_id: p.inference_id.clone(),
+            members: missing,
+        });
+    }
     let obs = turns.observe_owned(p, now);
     diags.extend(obs.diagnostics.into_iter().map(ServerDiagnostic::Lifecycle));
     NotificationStep::Turns(obs.evicted, obs.event)

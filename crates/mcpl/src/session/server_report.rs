@@ -280,6 +280,18 @@ pub enum ServerDiagnostic {
     },
     /// A defect of the host's `inference/lifecycle` stream (§10.5; the `lifecycle_*` codes).
     Lifecycle(LifecycleDiagnostic),
+    /// `lifecycle_missing_members`: a `started` signal that leaves out members §10.5's table
+    /// requires on it (`conversationId`, `turnIndex`;
+    /// [`LifecycleParams::missing_members`](crate::protocol::lifecycle::LifecycleParams::missing_members),
+    /// the rule `mcpl check-host` judges a host by). The turn is paired all the same: it
+    /// correlates by its `inferenceId`.
+    LifecycleMissingMembers {
+        /// The signal's `inferenceId` (bounded where it is read,
+        /// `LifecycleConfig::max_id_bytes`).
+        inference_id: String,
+        /// The members left out, in the table's order.
+        members: Vec<&'static str>,
+    },
     /// `connection`: what the connection's reader reported (a junk line, a message that is
     /// not JSON-RPC, a response to no request, a request past the in-flight bound …), as
     /// `HostDiagnostic::Connection` is at the host. A `Notice` when it is the server's own
@@ -409,6 +421,7 @@ impl ServerDiagnostic {
             | D::InferenceChunkDropped { .. }
             | D::UnexpectedResponse { .. }
             | D::Lifecycle(_)
+            | D::LifecycleMissingMembers { .. }
             | D::UserMessageUnredacted
             | D::GrantBeyondAdvertisement { .. }
             // Clipped where they are read (`policy_answer::names_no_path`).
@@ -459,6 +472,7 @@ impl ServerDiagnostic {
             D::InferenceResultMalformed { .. } => "inference_result_malformed",
             D::UnexpectedResponse { .. } => "unexpected_response",
             D::Lifecycle(d) => d.code(),
+            D::LifecycleMissingMembers { .. } => "lifecycle_missing_members",
             #[cfg(feature = "runtime")]
             D::Connection(_) => "connection",
             D::HostMcplVersion { .. } => "host_mcpl_version",
@@ -738,6 +752,15 @@ impl std::fmt::Display for Detail<'_> {
                 f.write_str("an error response without an id, to no request in flight")
             }
             D::Lifecycle(d) => write!(f, "{d}"),
+            D::LifecycleMissingMembers {
+                inference_id,
+                members,
+            } => write!(
+                f,
+                "started for inferenceId {inference_id:?} leaves out {}, which §10.5's table \
+                 requires on started; the turn is paired by its inferenceId all the same",
+                members.join(" and ")
+            ),
             #[cfg(feature = "runtime")]
             D::Connection(d) => write!(f, "{d}"),
             D::HostMcplVersion { version } => write!(

@@ -289,3 +289,57 @@ fn s10_5_the_lifecycle_requirement_reads_no_params() {
     assert_eq!(of(None), of(Some(&started)));
     assert!(of(None).is_some(), "a typed method");
 }
+
+/// §10.5's table requires `conversationId` and `turnIndex` on `started`
+/// (`LifecycleParams::missing_members`, the rule `mcpl check-host` judges a host by): the
+/// library server judged a `started` without them by nothing, only `check-host` did. Now it
+/// reports `lifecycle_missing_members` (a defect of the host) naming what is left out, and
+/// still pairs the turn by its `inferenceId` (correlation needs nothing more); a terminal
+/// without them is fine (§15.2's example carries neither).
+#[test]
+fn s10_5_a_started_without_conversation_id_or_turn_index_is_reported_by_the_server() {
+    let mut rules = server_rules();
+    rules.manifest["inferenceLifecycle"] = json!({});
+    let mut p = Pair::connect(&["inferenceLifecycle"], rules);
+    let from = p.server_out.len();
+    let signal = |params: Value| json!({"jsonrpc": "2.0", "method": "inference/lifecycle", "params": params});
+    server_reads(
+        &mut p,
+        signal(json!({"inferenceId": "bare", "phase": "started"})),
+    );
+    server_reads(
+        &mut p,
+        signal(json!({"inferenceId": "half", "conversationId": "c", "phase": "started"})),
+    );
+    server_reads(
+        &mut p,
+        signal(
+            json!({"inferenceId": "full", "conversationId": "c", "turnIndex": 0,
+                      "phase": "started"}),
+        ),
+    );
+    server_reads(
+        &mut p,
+        signal(json!({"inferenceId": "bare", "phase": "completed"})),
+    );
+    let reported: Vec<(&str, String, DiagnosticKind)> = server_diagnostics(&p, from)
+        .into_iter()
+        .map(|d| (d.code(), d.detail(), d.kind()))
+        .collect();
+    assert_eq!(reported.len(), 2, "{reported:?}");
+    assert!(reported
+        .iter()
+        .all(|(code, _, kind)| *code == "lifecycle_missing_members"
+            && *kind == DiagnosticKind::PeerDefect));
+    assert!(
+        reported[0].1.contains("bare") && reported[0].1.contains("conversationId and turnIndex")
+    );
+    assert!(reported[1].1.contains("half") && reported[1].1.contains("turnIndex"));
+    assert!(!reported[1].1.contains("conversationId and"));
+    // The turns are paired all the same.
+    let started = p.server_out[from..]
+        .iter()
+        .filter(|o| matches!(o, ServerOutput::Turn(TurnEvent::Started(_))))
+        .count();
+    assert_eq!(started, 3);
+}
