@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use mcpl::jsonrpc::codes;
+use mcpl::jsonrpc::{codes, ErrorObject};
 use mcpl::peer::{Diagnostic, PeerConfig, PeerError};
 use mcpl::transport::{MessageBudget, UNBUDGETED_BYTES};
 use serde_json::{json, Value};
@@ -70,6 +70,20 @@ async fn a_request_over_the_budget_is_answered_under_its_id() {
         assert_eq!(
             got[0]["error"]["data"],
             json!({"limit": BUDGET, "reason": "message_budget"}),
+            "{id}"
+        );
+        // The one public answer (JSON-RPC 2.0 §5.1: a server error, not an invalid
+        // request), word for word: what `mcpl check` is to answer too.
+        let bytes = got[0]["error"]["message"]
+            .as_str()
+            .and_then(|m| m.split("refused after ").nth(1))
+            .and_then(|m| m.split(' ').next())
+            .and_then(|n| n.parse::<usize>().ok())
+            .expect("the message names the bytes read");
+        let expected = ErrorObject::over_message_budget(bytes, BUDGET, false);
+        assert_eq!(
+            got[0]["error"],
+            serde_json::to_value(&expected).unwrap(),
             "{id}"
         );
         assert!(matches!(

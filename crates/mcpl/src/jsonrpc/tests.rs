@@ -815,3 +815,25 @@ fn the_policy_entry_kept_of_a_refused_batch_is_named_as_the_policy() {
     let written = crate::jsonrpc::envelope::batch::POLICY_WRITTEN;
     assert_eq!(written, format!("\"{}\"", crate::jsonrpc::head::POLICY));
 }
+
+/// JSON-RPC 2.0 §5.1: a message refused for the shared budget of partial messages may be a
+/// valid Request, refused only for this side's resources at that moment, so its answer is
+/// the `-32000` server error a busy side gives, never `-32600` (invalid request): the one
+/// public answer the peer writes and a checker writes too
+/// (`ErrorObject::over_message_budget`).
+#[test]
+fn s5_1_a_message_over_the_shared_budget_is_answered_as_busy_not_invalid() {
+    let e = ErrorObject::over_message_budget(70_000, 65_536, false);
+    assert_eq!(e.code, codes::BUSY);
+    assert_ne!(e.code, codes::INVALID_REQUEST);
+    assert_eq!(
+        e.data,
+        Some(serde_json::json!({"limit": 65_536, "reason": "message_budget"}))
+    );
+    assert!(e
+        .message
+        .contains("the request was refused after 70000 bytes"));
+    assert!(ErrorObject::over_message_budget(1, 2, true)
+        .message
+        .contains("the batch was refused"));
+}

@@ -73,15 +73,8 @@ impl Limit<'_> {
                     "limit": limit, "count": cost, "reason": "parsed_cost"
                 })),
             // A `-32000`-class error, as for a busy side: the message itself may be valid and
-            // may succeed later (`transport::budget`).
-            Limit::Budget { bytes, limit } => ErrorObject::new(
-                crate::jsonrpc::codes::BUSY,
-                format!(
-                    "Busy: the budget of {limit} bytes for buffered partial messages is \
-                     exhausted; the {what} was refused after {bytes} bytes, unread"
-                ),
-            )
-            .with_data(serde_json::json!({ "limit": limit, "reason": "message_budget" })),
+            // may succeed later (`transport::budget`); the one public answer.
+            Limit::Budget { bytes, limit } => ErrorObject::over_message_budget(bytes, limit, batch),
             // As a small text the parser refuses is answered (a response with text after
             // it on its line; `refuse`).
             Limit::Unparsed { error } => crate::jsonrpc::unparsed::parse_refused(error),
