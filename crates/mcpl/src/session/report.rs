@@ -251,6 +251,21 @@ pub enum HostDiagnostic {
         /// The id as JSON text (`null` when absent).
         id: String,
     },
+    /// What a frame handed to [`HostState::handle_frame`](super::HostState::handle_frame)
+    /// held that could not be taken as a message (JSON-RPC 2.0 §5, §6): a text that is no
+    /// JSON or no JSON-RPC 2.0 message, a batch entry that is none, an empty batch or one
+    /// past its bound, or several messages on one line (each then read alone). What the
+    /// async host reports as [`HostDiagnostic::Connection`] (the peer's diagnostics).
+    Unreadable {
+        /// The id it showed, as JSON text, if one could be read.
+        id: Option<String>,
+        /// What was wrong.
+        detail: String,
+        /// Whether an error was written for it (a request is answered under its id, or
+        /// `null`; a response is never answered, and fails the request of the host's own
+        /// it names).
+        answered: bool,
+    },
     /// An event the application's queue had no room for (`host::HostConfig::event_capacity`,
     /// [`HostRules::max_pending_outputs`](super::HostRules::max_pending_outputs)): a mode
     /// change or a manifest change receipt, not delivered. (A push or channel message that
@@ -410,6 +425,10 @@ impl HostDiagnostic {
             D::ManifestDefect { message, .. } => clip_text(message),
             D::ManifestFetchFailed { detail } | D::UnexpectedResponse { id: detail } => {
                 clip_text(detail)
+            }
+            D::Unreadable { id, detail, .. } => {
+                id.iter_mut().for_each(clip_text);
+                clip_text(detail);
             }
             D::HookFailed { server, detail }
             | D::InjectionRejected {

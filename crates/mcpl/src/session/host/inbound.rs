@@ -586,6 +586,8 @@ impl HostState {
     /// elsewhere no longer shows a repeat, so a driver feeds frames here rather than to
     /// `handle_message`. `Err`, nothing handled: the text is no single message (a batch is
     /// the driver's to split; its entries' texts come here one by one).
+    /// [`Self::handle_frame`] takes every text instead: batches, several messages on a
+    /// line, and what is no message (answered and reported as the async host does).
     pub fn handle_text(
         &mut self,
         now: Instant,
@@ -618,7 +620,7 @@ impl HostState {
 
     /// Whether the answer under `id` answers a request of ours whose answer decides
     /// authority ([`Self::handle_text`]): the `initialize`, a manifest fetch.
-    fn answer_read_whole(&self, id: Option<&RequestId>) -> bool {
+    pub(super) fn answer_read_whole(&self, id: Option<&RequestId>) -> bool {
         let Some(RequestId::Number(n)) = id else {
             return false;
         };

@@ -31,6 +31,7 @@ mod answers;
 mod app_requests;
 mod defects;
 mod errors;
+mod frames;
 mod inbound;
 mod pending;
 mod served;

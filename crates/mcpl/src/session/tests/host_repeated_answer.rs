@@ -99,3 +99,30 @@ fn s17_2_a_fetched_manifest_naming_a_member_twice_is_not_taken() {
         &p.host_out[before..]
     );
 }
+
+/// The same rule for the answer in a batch ([`HostState::handle_frame`], JSON-RPC 2.0 §6)
+/// and among several messages on one line: read whole, so a repeat there grants nothing.
+#[test]
+fn s5_4_an_initialize_answer_naming_a_member_twice_in_a_batch_grants_nothing() {
+    let twice = |id| init_answer(id, &format!(r#"{{"mcpl":{NARROW},"mcpl":{WIDE}}}"#));
+    let texts: [&dyn Fn(u64) -> String; 2] = [&|id| format!("[{}]", twice(id)), &|id| {
+        format!(r#"{} {{"jsonrpc":"2.0","method":"m"}}"#, twice(id))
+    }];
+    for text in texts {
+        let (mut host, now, id) = started();
+        host.handle_frame(now, &text(id), 1024);
+        let frames = written(&mut host);
+        assert!(
+            !frames.iter().any(|f| f.contains("featureSets/update")),
+            "a policy went out from a doubled manifest: {frames:?}"
+        );
+        assert_ne!(host.mode(), &Mode::Mcpl);
+    }
+    // Written once, in a batch, it is taken.
+    let (mut host, now, id) = started();
+    let once = init_answer(id, &format!(r#"{{"mcpl":{WIDE}}}"#));
+    host.handle_frame(now, &format!("[{once}]"), 1024);
+    assert!(written(&mut host)
+        .iter()
+        .any(|f| f.contains("featureSets/update")));
+}

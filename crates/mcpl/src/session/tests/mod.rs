@@ -480,6 +480,7 @@ mod hooks;
 mod host_before_initialize;
 mod host_cancel;
 mod host_fetched_version;
+mod host_frames;
 mod host_label;
 mod host_repeated_answer;
 mod hostile;

@@ -1,0 +1,316 @@
+//! [`HostState::handle_frame`]: every message a frame's text holds, each handled as the
+//! async peer and host handle it (`peer::reader`, `peer::pieces`): a single message, a
+//! JSON-RPC batch (JSON-RPC 2.0 §6), several messages on one line, and a text that is no
+//! message, which is answered as the peer answers it and reported, never `Err`.
+
+use super::*;
+use crate::jsonrpc::batch::{parse_batch, BoundedBatch, Top};
+use crate::jsonrpc::head::{Head, IdSeen};
+use crate::jsonrpc::{InvalidMessage, InvalidThen, ParseError};
+
+impl HostState {
+    /// Handles every message `text` (one frame's text, as read) holds, in order, as the
+    /// async host handles a frame: the one entry point a driver needs for what it reads.
+    /// Never refuses the text: what is owed an answer gets it
+    /// ([`HostOutput::Transmit`]), what could not be taken is reported
+    /// ([`HostDiagnostic::Unreadable`]), and an answer to a request of ours that cannot be
+    /// read fails that request at once ([`HostOutput::Response`] with `-32603 invalid
+    /// response: …`, or the hook's, fetch's or policy's own failure) rather than at its
+    /// deadline, as the peer fails it.
+    ///
+    /// - A single message: as [`Self::handle_text`] takes it (an answer deciding authority
+    ///   read whole).
+    /// - A batch (JSON-RPC 2.0 §6) of at most `max_batch_entries` entries (the peer's
+    ///   default is 1,024, `peer::DEFAULT_MAX_BATCH_ENTRIES`), read bounded: each entry in
+    ///   order, as if it came alone: a response settles its request, a request is answered
+    ///   (or handed out, [`HostOutput::Request`]) under its id, a notification handled; an
+    ///   entry that is no valid message is answered `-32600` under its id when
+    ///   request-shaped (or `null`), else it fails the request of ours it names (the one
+    ///   rule, [`crate::jsonrpc::invalid_then`]). An empty batch, or one past the bound, is
+    ///   answered with one `-32600` under `null` (one of responses only past the bound is
+    ///   owed nothing; each request of ours it answers fails).
+    /// - Several complete messages on one line (a framing defect: one message per line,
+    ///   [`crate::jsonrpc::several_values`]): reported once, each read alone; past
+    ///   `max_batch_entries` of them the rest is refused unread with one `-32600` under
+    ///   `null`, and an answer of ours there fails its request.
+    /// - Anything else: answered as the peer answers it
+    ///   ([`crate::jsonrpc::ParseError::owed_answers`]).
+    ///
+    /// Reading (JSON-RPC 2.0 §6 asks a Server to answer a batch's requests in one array
+    /// once all are processed, a SHOULD): each answer goes out as its own frame, in the
+    /// order the machine gives it, since a request handed to the application is answered
+    /// only when the application answers it; every answer carries its request's id, so the
+    /// server matches each all the same. The async host answers a batch in one array.
+    ///
+    /// [`Self::handle_text`] is kept for drivers that split frames themselves.
+    pub fn handle_frame(&mut self, now: Instant, text: &str, max_batch_entries: usize) {
+        if self.phase == Phase::Closed {
+            return;
+        }
+        let (message, json_lead) = crate::jsonrpc::message_read(text);
+        // A batch is read bounded here, never built whole first (`Message::parse` would,
+        // a batch followed by more text included).
+        let e = if json_lead && message.starts_with('[') {
+            match parse_batch(message, max_batch_entries) {
+                Ok(top) => return self.take_batch(now, message, top, max_batch_entries),
+                Err(e) => ParseError::Json(e.to_string()),
+            }
+        } else {
+            match self.handle_text(now, text) {
+                Ok(()) => return,
+                Err(e) => e,
+            }
+        };
+        if let ParseError::Json(detail) = &e {
+            let several = (json_lead && crate::jsonrpc::trailing_detail(detail))
+                .then(|| crate::jsonrpc::several_values(message, max_batch_entries))
+                .flatten();
+            if let Some(several) = several {
+                return self.take_several(now, message, several, max_batch_entries);
+            }
+        }
+        self.take_refused(now, text, message, e, max_batch_entries);
+    }
+
+    /// A batch read bounded ([`parse_batch`]).
+    fn take_batch(&mut self, now: Instant, message: &str, top: Top, max: usize) {
+        let entries = match top {
+            Top::Single(_) => return,
+            Top::Batch(BoundedBatch::Over { count }) => {
+                let detail =
+                    format!("a batch of {count} entries, over the limit of {max}, refused unread");
+                let owed = !crate::jsonrpc::envelope::batch::responses_only(message.as_bytes());
+                self.unreadable(None, detail.clone(), owed);
+                if owed {
+                    let error = ErrorObject::invalid_request_because(format_args!(
+                        "batch of {count} entries exceeds the limit of {max}"
+                    ))
+                    .with_data(json!({ "limit": max, "count": count }));
+                    self.answer_refused(None, error);
+                }
+                return self.fail_ours_in_batch(now, message, &detail);
+            }
+            Top::Batch(BoundedBatch::Within(entries)) => entries,
+        };
+        if entries.is_empty() {
+            self.unreadable(None, "an empty batch".into(), true);
+            return self.answer_refused(None, ErrorObject::invalid_request_because("empty batch"));
+        }
+        // What a `Value` does not show: a request's member named twice, and any member
+        // named twice in an answer deciding authority (`jsonrpc::doubled`, the peer's
+        // reading), by entry index.
+        let answers: Vec<usize> = entries
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.get("method").is_none())
+            .filter(|(_, v)| {
+                let id = v.get("id").and_then(RequestId::from_value);
+                self.answer_read_whole(id.as_ref())
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let doubled = crate::jsonrpc::doubled::doubled_in_batch(message, &entries, &answers);
+        let mut doubled = doubled.into_iter().peekable();
+        for (i, entry) in entries.into_iter().enumerate() {
+            if self.phase == Phase::Closed {
+                return;
+            }
+            let twice = doubled.next_if(|(at, _)| *at == i).map(|(_, d)| d);
+            self.take_value(now, entry, twice);
+        }
+    }
+
+    /// One entry of a batch, by the one rule for a value (the peer's `reader::classify`).
+    fn take_value(
+        &mut self,
+        now: Instant,
+        value: Value,
+        doubled: Option<crate::jsonrpc::doubled::Doubled>,
+    ) {
+        let shape = crate::jsonrpc::Shape::of(&value);
+        let invalid = match crate::jsonrpc::doubled::from_value_read(value, doubled) {
+            Ok(msg) => return self.handle_message(now, msg),
+            Err(invalid) => invalid,
+        };
+        match shape.then(&invalid) {
+            InvalidThen::AnswerUnlessOurs(id) if self.ours(&id).is_some() => {
+                self.fail_invalid(now, invalid)
+            }
+            InvalidThen::Answer(_) | InvalidThen::AnswerUnlessOurs(_) => {
+                let InvalidMessage { id, reason } = invalid;
+                let error = ErrorObject::invalid_request_because(&reason);
+                self.unreadable(id.as_ref(), reason, true);
+                self.answer_refused(id, error);
+            }
+            InvalidThen::Fail(_) => self.fail_invalid(now, invalid),
+        }
+    }
+
+    /// A response gone wrong: reported, never answered (answering a response could loop),
+    /// the request of ours its id names failed now.
+    fn fail_invalid(&mut self, now: Instant, invalid: InvalidMessage) {
+        let InvalidMessage { id, reason } = invalid;
+        self.unreadable(id.as_ref(), reason.clone(), false);
+        if let Some(key) = id.as_ref().and_then(|id| self.ours(id)) {
+            self.fail_ours(now, key, &reason);
+        }
+    }
+
+    /// Several messages on one line ([`crate::jsonrpc::several_values`]).
+    fn take_several(
+        &mut self,
+        now: Instant,
+        message: &str,
+        several: crate::jsonrpc::Several,
+        max: usize,
+    ) {
+        let count = several.values.len();
+        let past = match several.refused_from {
+            Some(_) => format!("; those past the first {} were refused unread", max.max(2)),
+            None => String::new(),
+        };
+        let detail =
+            format!("{count} messages on one line (one message per line){past}; each read alone");
+        self.unreadable(None, detail, false);
+        for range in several.values {
+            if let Some(piece) = message.get(range) {
+                // One complete value: a single message or a batch, never several again.
+                self.handle_frame(now, piece, max);
+            }
+        }
+        let Some(rest) = several.refused_from.and_then(|from| message.get(from..)) else {
+            return;
+        };
+        let limit = max.max(2);
+        let error = ErrorObject::invalid_request_because(format_args!(
+            "more than {limit} messages on one line (one message per line); those past the \
+             first {limit} were refused unread"
+        ))
+        .with_data(json!({ "limit": limit, "reason": "messages_per_line" }));
+        self.answer_refused(None, error);
+        // An answer of ours among them ends its request now (the peer's
+        // `ours_past_the_bound`), each object read by its envelope only.
+        let why = format!(
+            "the line holding it has more than {limit} messages; those past the first \
+             {limit} were refused unread"
+        );
+        let mut values =
+            serde_json::Deserializer::from_str(rest).into_iter::<serde::de::IgnoredAny>();
+        let mut at = 0;
+        while let Some(Ok(_)) = values.next() {
+            let end = values.byte_offset();
+            if let Some(piece) = rest.get(at..end) {
+                self.fail_ours_shown(now, &Head::read_str(piece), &why);
+            }
+            at = end;
+        }
+    }
+
+    /// A text that is no message: answered as the peer answers it
+    /// ([`ParseError::owed_answers`]), reported, and the request of ours a response in it
+    /// names failed now.
+    fn take_refused(&mut self, now: Instant, text: &str, message: &str, e: ParseError, max: usize) {
+        let detail = e.to_string();
+        let head = Head::read_str(message);
+        // A response of ours (an outcome and no method, or an object read whole with an id
+        // and neither: `Then::AnswerUnlessOurs`), failed rather than answered.
+        let ours = self.ours_shown(&head);
+        let id = match &e {
+            ParseError::Invalid(i) => i.id.clone(),
+            ParseError::Json(_) => e.answer_id(text),
+        };
+        let owed = e.owed_answers(text, max).filter(|_| {
+            // Only what follows a response of ours on its line is still answered.
+            ours.is_none() || head.outcome
+        });
+        self.unreadable(id.as_ref(), detail.clone(), owed.is_some());
+        match owed {
+            Some(crate::jsonrpc::OwedAnswer::One(r)) => self.transmit(Message::Response(r)),
+            Some(crate::jsonrpc::OwedAnswer::Batch(rs)) => {
+                for r in rs {
+                    self.transmit(Message::Response(r));
+                }
+            }
+            None => {}
+        }
+        if let Some(key) = ours {
+            self.fail_ours(now, key, &detail);
+        }
+        if head.batch {
+            self.fail_ours_in_batch(now, message, &format!("the batch holding it: {detail}"));
+        }
+    }
+
+    /// Each request of ours the entries of a batch refused whole answer, failed now (the
+    /// peer's `ours_in_batch`, by each entry's envelope as far as the batch reads).
+    fn fail_ours_in_batch(&mut self, now: Instant, message: &str, why: &str) {
+        let mut heads = Vec::new();
+        crate::jsonrpc::envelope::batch_entries(message.as_bytes(), |entry, ended| {
+            if let Some(summary) = entry.summary(ended) {
+                heads.push(Head::read(&summary));
+            }
+        });
+        for head in heads {
+            self.fail_ours_shown(now, &head, why);
+        }
+    }
+
+    /// Fails the request of ours `head` answers, if any.
+    fn fail_ours_shown(&mut self, now: Instant, head: &Head, why: &str) {
+        if let Some(key) = self.ours_shown(head) {
+            self.fail_ours(now, key, why);
+        }
+    }
+
+    /// The request of ours still waiting that `head` answers: a response (an outcome and
+    /// no method) or an object read whole without a method (the peer's `names_ours`).
+    fn ours_shown(&self, head: &Head) -> Option<u64> {
+        if head.method || !(head.outcome || head.whole) {
+            return None;
+        }
+        match &head.id {
+            IdSeen::Id(id) => self.ours(id),
+            _ => None,
+        }
+    }
+
+    /// The key of the request of ours waiting under `id`, if any.
+    fn ours(&self, id: &RequestId) -> Option<u64> {
+        match id {
+            RequestId::Number(n) => n.as_u64().filter(|k| self.pending.contains(*k)),
+            RequestId::String(_) => None,
+        }
+    }
+
+    /// Fails request `key` of ours as its answer could not be read: `-32603 invalid
+    /// response: …`, as the peer fails it and [`Self::handle_text`] fails an answer
+    /// deciding authority named twice.
+    fn fail_ours(&mut self, now: Instant, key: u64, why: &str) {
+        let Some(purpose) = self.pending.answered(key) else {
+            return;
+        };
+        let error = ErrorObject::internal(format!("invalid response: {why}"));
+        self.on_answer(now, key, purpose, Answer::Error(error));
+    }
+
+    /// Writes the answer to what was refused, under `id` (`None`: `null`).
+    fn answer_refused(&mut self, id: Option<RequestId>, error: ErrorObject) {
+        if self.phase == Phase::Closed {
+            return;
+        }
+        self.transmit(Message::Response(Response {
+            id,
+            outcome: Err(error),
+        }));
+    }
+
+    /// Reports what could not be taken as a message.
+    fn unreadable(&mut self, id: Option<&RequestId>, detail: String, answered: bool) {
+        let id = id.map(|id| id.to_value().to_string());
+        self.diag(HostDiagnostic::Unreadable {
+            id,
+            detail,
+            answered,
+        });
+    }
+}

@@ -1,0 +1,251 @@
+//! [`HostState::handle_frame`]: every message a frame's text holds, handled as the async
+//! peer and host handle it. Before, [`HostState::handle_text`] took single messages only: a
+//! JSON-RPC batch (JSON-RPC 2.0 §6), or several messages on one line, was `Err` and nothing
+//! was answered or settled by the machine itself, so a batch of responses to the host's own
+//! requests left those requests waiting for their deadlines, and a request in a batch was
+//! answered by nobody unless the driver split the batch itself.
+
+use super::*;
+use crate::jsonrpc::codes;
+
+/// The bound on a batch these drivers apply (the peer's default).
+const MAX_BATCH: usize = 1024;
+
+/// A connected pair whose host has sent two requests of its own, ids `(a, b)`, not yet
+/// answered (the server never sees them: the test answers for it).
+fn two_requests() -> (Pair, u64, u64) {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    let t = Duration::from_secs(30);
+    let a = p
+        .host
+        .request(p.now, "tools/list", json!({}), t)
+        .expect("sent");
+    let b = p
+        .host
+        .request(p.now, "tools/list", json!({}), t)
+        .expect("sent");
+    p.collect();
+    p.to_server.clear();
+    (p, a, b)
+}
+
+/// The frames the host wrote after the first `from`, as JSON.
+fn wrote_from(p: &mut Pair, from: usize) -> Vec<Value> {
+    p.collect();
+    p.host_wrote[from..]
+        .iter()
+        .map(|t| serde_json::from_str(t).expect("the host writes JSON"))
+        .collect()
+}
+
+/// The answers ([`HostOutput::Response`]) handed out after the first `from` outputs.
+fn answered(p: &mut Pair, from: usize) -> Vec<(u64, Result<Value, i64>)> {
+    p.host_outputs_from(from)
+        .into_iter()
+        .filter_map(|o| match o {
+            HostOutput::Response { id, outcome } => Some((id, outcome.map_err(|e| e.code))),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The host's diagnostics after the first `from` outputs.
+fn host_diags(p: &mut Pair, from: usize) -> Vec<HostDiagnostic> {
+    p.host_outputs_from(from)
+        .into_iter()
+        .filter_map(|o| match o {
+            HostOutput::Diagnostic(d) => Some(d),
+            _ => None,
+        })
+        .collect()
+}
+
+fn result(id: u64, n: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [], "n": n}})
+}
+
+/// JSON-RPC 2.0 §6: a batch of responses settles each request it answers, at once.
+#[test]
+fn s6_a_batch_of_responses_settles_each_request_it_answers() {
+    let (mut p, a, b) = two_requests();
+    let (from, wrote) = (p.host_out.len(), p.host_wrote.len());
+    let text = json!([result(b, 2), result(a, 1)]).to_string();
+    p.host.handle_frame(p.now, &text, MAX_BATCH);
+    let got = answered(&mut p, from);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got.contains(&(a, Ok(json!({"tools": [], "n": 1})))));
+    assert!(got.contains(&(b, Ok(json!({"tools": [], "n": 2})))));
+    assert!(!p.host.is_pending(a) && !p.host.is_pending(b));
+    // Responses are owed nothing (JSON-RPC 2.0 §5).
+    assert!(wrote_from(&mut p, wrote).is_empty());
+    assert!(host_diags(&mut p, from).is_empty());
+    // The old entry point still refuses it, nothing handled (its callers unchanged).
+    let (mut q, a, _) = two_requests();
+    assert!(q
+        .host
+        .handle_text(q.now, &json!([result(a, 1)]).to_string())
+        .is_err());
+    assert!(q.host.is_pending(a));
+}
+
+/// Several messages on one line (a framing defect: one message per line) are each read
+/// alone, as the peer reads them, and the defect is reported once.
+#[test]
+fn several_messages_on_one_line_are_each_handled_and_reported_once() {
+    let (mut p, a, b) = two_requests();
+    let (from, wrote) = (p.host_out.len(), p.host_wrote.len());
+    let ping = json!({"jsonrpc": "2.0", "id": "p", "method": "ping"});
+    let text = format!("{} {}\t{}", result(a, 1), ping, json!([result(b, 2)]));
+    p.host.handle_frame(p.now, &text, MAX_BATCH);
+    let got = answered(&mut p, from);
+    assert_eq!(got.len(), 2, "{got:?}");
+    let frames = wrote_from(&mut p, wrote);
+    assert_eq!(frames, [json!({"jsonrpc": "2.0", "id": "p", "result": {}})]);
+    let diags = host_diags(&mut p, from);
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert!(
+        matches!(&diags[0], HostDiagnostic::Unreadable { detail, answered: false, .. }
+            if detail.contains("3 messages on one line")),
+        "{diags:?}"
+    );
+}
+
+/// JSON-RPC 2.0 §6: each request of a batch is answered under its id (here one frame each:
+/// see `handle_frame`'s reading), a notification is handled, an entry that is no valid
+/// message is answered `-32600` under its id (a request) or under `null` (no object) and
+/// reported, a malformed answer to a request of ours fails that request at once rather
+/// than at its deadline (never answered back), and a response to nothing is reported.
+#[test]
+fn s6_every_entry_of_a_mixed_batch_is_handled_by_the_one_rule() {
+    let (mut p, a, b) = two_requests();
+    let (from, wrote) = (p.host_out.len(), p.host_wrote.len());
+    let text = json!([
+        {"jsonrpc": "2.0", "id": 7, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"},
+        {"jsonrpc": "2.0", "id": 8, "method": 5},
+        1,
+        {"jsonrpc": "2.0", "id": a, "result": {}, "error": {"code": 1, "message": "m"}},
+        result(b, 2),
+        result(999, 0),
+    ])
+    .to_string();
+    p.host.handle_frame(p.now, &text, MAX_BATCH);
+    let frames = wrote_from(&mut p, wrote);
+    let ids: Vec<(Value, Option<i64>)> = frames
+        .iter()
+        .map(|f| (f["id"].clone(), f["error"]["code"].as_i64()))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            (json!(7), None),
+            (json!(8), Some(codes::INVALID_REQUEST)),
+            (Value::Null, Some(codes::INVALID_REQUEST)),
+        ],
+        "{frames:?}"
+    );
+    let got = answered(&mut p, from);
+    assert_eq!(
+        got,
+        [
+            (a, Err(codes::INTERNAL_ERROR)),
+            (b, Ok(json!({"tools": [], "n": 2})))
+        ]
+    );
+    let outs = p.host_outputs_from(from);
+    // Under MCPL a list change is a `surface-changed` receipt (§17.7).
+    assert!(outs.iter().any(|o| matches!(
+        o,
+        HostOutput::Event(HostEvent::ListChanged(_) | HostEvent::ManifestChange(_))
+    )));
+    let diags = host_diags(&mut p, from);
+    let unreadable = diags
+        .iter()
+        .filter(|d| matches!(d, HostDiagnostic::Unreadable { .. }))
+        .count();
+    assert_eq!(unreadable, 3, "{diags:?}");
+    assert!(diags
+        .iter()
+        .any(|d| matches!(d, HostDiagnostic::UnexpectedResponse { id } if id == "999")));
+}
+
+/// An empty batch and one past the bound are answered with one `-32600` under `null`
+/// (JSON-RPC 2.0 §6), as the peer answers them, and reported; a batch past the bound of
+/// responses only is owed nothing, and each request of ours it answers fails at once.
+#[test]
+fn s6_an_empty_batch_and_one_past_the_bound_are_refused_whole() {
+    let (mut p, a, b) = two_requests();
+    let (from, wrote) = (p.host_out.len(), p.host_wrote.len());
+    p.host.handle_frame(p.now, " [ ] ", MAX_BATCH);
+    let pings = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+    ]);
+    p.host.handle_frame(p.now, &pings.to_string(), 2);
+    let frames = wrote_from(&mut p, wrote);
+    assert_eq!(frames.len(), 2, "{frames:?}");
+    for f in &frames {
+        assert_eq!(f["id"], Value::Null);
+        assert_eq!(f["error"]["code"], codes::INVALID_REQUEST);
+    }
+    assert_eq!(frames[1]["error"]["data"], json!({"limit": 2, "count": 3}));
+    assert_eq!(host_diags(&mut p, from).len(), 2);
+    let wrote = p.host_wrote.len();
+    let from = p.host_out.len();
+    let answers = json!([result(a, 1), result(b, 2), result(999, 3)]).to_string();
+    p.host.handle_frame(p.now, &answers, 2);
+    assert!(wrote_from(&mut p, wrote).is_empty());
+    let got = answered(&mut p, from);
+    assert_eq!(
+        got,
+        [
+            (a, Err(codes::INTERNAL_ERROR)),
+            (b, Err(codes::INTERNAL_ERROR))
+        ]
+    );
+}
+
+/// A text that is no message is never `Err` here: it is answered as the peer answers it
+/// (`ParseError::owed_answers`: `-32700` under the id a request showed, else `null`) and
+/// reported; an answer of ours that does not parse fails its request at once.
+#[test]
+fn s5_a_text_that_is_no_message_is_answered_and_reported_and_fails_ours() {
+    let (mut p, a, _) = two_requests();
+    let (from, wrote) = (p.host_out.len(), p.host_wrote.len());
+    p.host.handle_frame(
+        p.now,
+        r#"{"jsonrpc":"2.0","id":5,"method":"ping","params":{"#,
+        MAX_BATCH,
+    );
+    p.host.handle_frame(p.now, "not json", MAX_BATCH);
+    let cut = format!(r#"{{"jsonrpc":"2.0","id":{a},"result":{{"x":"#);
+    p.host.handle_frame(p.now, &cut, MAX_BATCH);
+    let frames = wrote_from(&mut p, wrote);
+    let ids: Vec<(Value, Value)> = frames
+        .iter()
+        .map(|f| (f["id"].clone(), f["error"]["code"].clone()))
+        .collect();
+    assert_eq!(ids, [(json!(5), json!(codes::PARSE_ERROR))], "{frames:?}");
+    assert_eq!(answered(&mut p, from), [(a, Err(codes::INTERNAL_ERROR))]);
+    let diags = host_diags(&mut p, from);
+    assert_eq!(diags.len(), 3, "{diags:?}");
+    assert!(diags
+        .iter()
+        .all(|d| matches!(d, HostDiagnostic::Unreadable { .. })));
+}
+
+/// A single message goes as `handle_text` takes it: the answer deciding authority read
+/// whole there too (`host_repeated_answer`), here a plain request answered.
+#[test]
+fn a_single_message_is_handled_as_handle_text_handles_it() {
+    let (mut p, a, _) = two_requests();
+    let (from, wrote) = (p.host_out.len(), p.host_wrote.len());
+    p.host
+        .handle_frame(p.now, &format!("\u{feff}{}\r\n", result(a, 1)), MAX_BATCH);
+    assert_eq!(
+        answered(&mut p, from),
+        [(a, Ok(json!({"tools": [], "n": 1})))]
+    );
+    assert!(wrote_from(&mut p, wrote).is_empty());
+}
