@@ -140,6 +140,7 @@ mod text;
 mod unparsed;
 mod wire;
 mod writer;
+mod written;
 
 pub(crate) use alarm::Alarm;
 use batch::*;
@@ -387,6 +388,7 @@ impl Peer {
             pending: Mutex::new(HashMap::default()),
             timed_out: Mutex::new(VecDeque::new()),
             next_id: AtomicU64::new(1),
+            written_ids: AtomicU64::new(0),
             detached: AtomicUsize::new(0),
             detached_done: Notify::new(),
             runtime: tokio::runtime::Handle::current(),

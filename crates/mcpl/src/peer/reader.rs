@@ -847,8 +847,10 @@ pub(super) fn classify(
                 return Some(super::refused::answered_invalid(shared, invalid, policy));
             }
             let InvalidMessage { id, reason } = invalid;
+            // Nor does one fail a request not yet written (`Shared::was_written`).
             let settled = id
                 .as_ref()
+                .filter(|id| shared.was_written(id))
                 .and_then(|id| fail_response(shared, id, &reason));
             shared.diagnose(Diagnostic::InvalidMessage {
                 id,
@@ -881,23 +883,7 @@ pub(super) fn fail_refused(shared: &Shared, ours: Vec<RequestId>, reason: &str) 
     failed
 }
 
-/// Fails the request of ours a malformed response answers (`reason`), at once rather than
-/// at its deadline: a waiting caller gets [`PeerError::InvalidResponse`]; a
-/// [`Peer::send_request`]'s is returned for delivery in wire order as an error (`-32603`
-/// naming the defect), as its answer would have been.
-pub(super) fn fail_response(shared: &Shared, id: &RequestId, reason: &str) -> Option<Parsed> {
-    let in_order = {
-        let mut set = lock(&shared.in_order);
-        !set.is_empty() && set.remove(id)
-    };
-    if in_order {
-        return Some(Parsed::Settled(shared.failed_in_order(id, reason)));
-    }
-    if let Some(waiter) = lock(&shared.pending).remove(id) {
-        waiter.send(Err(PeerError::InvalidResponse(reason.to_owned())));
-    }
-    None
-}
+pub(super) use super::settle::fail_response;
 
 /// Takes one valid message, from either parse path: responses settle pending requests here;
 /// requests and notifications are returned for delivery.

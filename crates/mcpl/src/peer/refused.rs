@@ -26,7 +26,8 @@ pub(super) fn names_ours(head: &Head, shared: &Shared) -> Option<RequestId> {
     };
     let outstanding =
         lock(&shared.pending).contains_key(&id) || lock(&shared.in_order).contains(&id);
-    outstanding.then_some(id)
+    // Not a request not yet written: that answers nothing sent (`Shared::was_written`).
+    (outstanding && shared.was_written(&id)).then_some(id)
 }
 
 /// The bound a refused message broke.

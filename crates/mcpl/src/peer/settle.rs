@@ -50,6 +50,10 @@ enum Waiting {
 
 /// Takes whoever waits for the answer to `id`.
 fn take_waiting(shared: &Shared, id: &RequestId) -> Waiting {
+    // An id of a request not yet written answers nothing sent (`Shared::was_written`).
+    if !shared.was_written(id) {
+        return Waiting::Unknown;
+    }
     // Most connections never send one: an empty set is not hashed into.
     let in_order = {
         let mut set = lock(&shared.in_order);
@@ -125,6 +129,24 @@ pub(super) fn settle_answer(shared: &Shared, id: RequestId, result: &str) -> Opt
             id: Some(id),
             error: None,
         }),
+    }
+    None
+}
+
+/// Fails the request of ours a malformed response answers (`reason`), at once rather than
+/// at its deadline: a waiting caller gets [`PeerError::InvalidResponse`]; a
+/// [`Peer::send_request`]'s is returned for delivery in wire order as an error (`-32603`
+/// naming the defect), as its answer would have been.
+pub(super) fn fail_response(shared: &Shared, id: &RequestId, reason: &str) -> Option<Parsed> {
+    let in_order = {
+        let mut set = lock(&shared.in_order);
+        !set.is_empty() && set.remove(id)
+    };
+    if in_order {
+        return Some(Parsed::Settled(shared.failed_in_order(id, reason)));
+    }
+    if let Some(waiter) = lock(&shared.pending).remove(id) {
+        waiter.send(Err(PeerError::InvalidResponse(reason.to_owned())));
     }
     None
 }

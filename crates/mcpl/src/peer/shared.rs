@@ -85,6 +85,9 @@ pub(super) struct Shared {
     pub(super) pending: Mutex<HashMap<RequestId, Waiter, crate::own_keys::OwnKeys>>,
     pub(super) timed_out: Mutex<VecDeque<RequestId>>,
     pub(super) next_id: AtomicU64,
+    /// The highest id of a request of ours whose frame was taken for the wire (0: none;
+    /// `written`): an answer under a higher one is a stray.
+    pub(super) written_ids: AtomicU64,
     /// Frames sent from `Drop` that wait in their own task: they found the queue full, or
     /// were produced inside this connection's own [`Tap`] ([`Shared::send_frame_detached`]).
     pub(super) detached: AtomicUsize,
@@ -582,6 +585,7 @@ impl Shared {
         if let Some(o) = owed.as_deref_mut() {
             o.release_ids();
         }
+        self.note_written(&text);
         let written = writer.try_send_now(&text);
         if matches!(written, Ok(TrySend::NotTaken)) {
             if let Some(o) = owed {

@@ -144,6 +144,10 @@ pub(super) async fn write_batch(
     for text in texts.iter().skip(usize::from(head_tapped)) {
         shared.tap(FrameDirection::Outbound, text);
     }
+    // Before any byte goes out: an answer read from now on may name these requests.
+    for text in texts {
+        shared.note_written(text);
+    }
     if let [text] = texts {
         return write_one(shared, writer, text, timeout).await;
     }
