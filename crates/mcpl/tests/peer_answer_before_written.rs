@@ -56,6 +56,12 @@ async fn s5_a_response_before_its_request_is_written_is_a_stray() {
     // Registered (its id given), its frame behind the blocker: not on the wire.
     let id = tokio::time::timeout(GUARD, id_rx).await.unwrap().unwrap();
     let mut diags = peer.diagnostics();
+    // A malformed one (both an outcome and an error) fails nothing either.
+    raw.send_json(
+        json!({"jsonrpc": "2.0", "id": id.to_value(), "result": "forged",
+                         "error": {"code": 1, "message": "m"}}),
+    )
+    .await;
     raw.send_json(json!({"jsonrpc": "2.0", "id": id.to_value(), "result": "forged"}))
         .await;
     // Read in order: once this notification is delivered, the forged answer was read.
@@ -80,6 +86,12 @@ async fn s5_a_response_before_its_request_is_written_is_a_stray() {
         answer.unwrap(),
         json!("real"),
         "the request took the stray answer"
+    );
+    let invalid = tokio::time::timeout(GUARD, diags.recv()).await.unwrap();
+    assert!(
+        matches!(&invalid, Some(Diagnostic::InvalidMessage { id: Some(i), answered: false, .. })
+            if *i == id),
+        "{invalid:?}"
     );
     let stray = tokio::time::timeout(GUARD, diags.recv()).await.unwrap();
     assert!(
