@@ -243,15 +243,20 @@ impl HostState {
 
     /// Each request of ours the entries of a batch refused whole answer, failed now (the
     /// peer's `ours_in_batch`, by each entry's envelope as far as the batch reads).
+    /// Only the ids of ours are kept (bounded by the requests waiting), never the entries.
     fn fail_ours_in_batch(&mut self, now: Instant, message: &str, why: &str) {
-        let mut heads = Vec::new();
+        let mut ours = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         crate::jsonrpc::envelope::batch_entries(message.as_bytes(), |entry, ended| {
-            if let Some(summary) = entry.summary(ended) {
-                heads.push(Head::read(&summary));
+            let key = entry
+                .summary(ended)
+                .and_then(|summary| self.ours_shown(&Head::read(&summary)));
+            if let Some(key) = key.filter(|k| seen.insert(*k)) {
+                ours.push(key);
             }
         });
-        for head in heads {
-            self.fail_ours_shown(now, &head, why);
+        for key in ours {
+            self.fail_ours(now, key, why);
         }
     }
 

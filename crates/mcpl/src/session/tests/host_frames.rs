@@ -249,3 +249,30 @@ fn a_single_message_is_handled_as_handle_text_handles_it() {
     );
     assert!(wrote_from(&mut p, wrote).is_empty());
 }
+
+/// Past the bound on messages per line, the rest is refused unread with one `-32600` under
+/// `null` (the peer's words and data), and an answer of ours there fails its request now
+/// rather than at its deadline.
+#[test]
+fn messages_past_the_bound_on_a_line_are_refused_and_fail_ours_there() {
+    let (mut p, a, b) = two_requests();
+    let (from, wrote) = (p.host_out.len(), p.host_wrote.len());
+    let ping = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
+    let text = format!("{} {} {} {}", ping(1), result(b, 2), ping(3), result(a, 1));
+    p.host.handle_frame(p.now, &text, 2);
+    let frames = wrote_from(&mut p, wrote);
+    let ids: Vec<Value> = frames.iter().map(|f| f["id"].clone()).collect();
+    assert_eq!(ids, [json!(1), Value::Null], "{frames:?}");
+    assert_eq!(
+        frames[1]["error"]["data"],
+        json!({"limit": 2, "reason": "messages_per_line"})
+    );
+    let got = answered(&mut p, from);
+    assert_eq!(
+        got,
+        [
+            (b, Ok(json!({"tools": [], "n": 2}))),
+            (a, Err(codes::INTERNAL_ERROR))
+        ]
+    );
+}
