@@ -652,8 +652,18 @@ async fn pump(
                         ),
                         reader.discarded_rest(),
                     );
-                    after = rest_answers(&why, reader.discarded_rest(), None);
-                    discard_answer(why, reader.discarded_head(), false, transcript.as_ref())
+                    let rest = rest_answers(&why, reader.discarded_rest(), None);
+                    let (head, _) =
+                        discard_answer(why, reader.discarded_head(), false, transcript.as_ref());
+                    let mut all =
+                        Event::over_budget(std::iter::once(head).chain(rest), bytes, limit)
+                            .into_iter();
+                    let Some(first) = all.next() else {
+                        continue;
+                    };
+                    after = all.collect();
+                    let cost = first.held_bytes();
+                    (first, cost)
                 }
                 Ok(Some(Frame::NotText { reason })) => {
                     // A message in another encoding is answered as one that does not parse.

@@ -67,3 +67,67 @@ pub enum Event {
     /// it, and the library's peer does).
     ByteOrderMark,
 }
+
+impl Event {
+    /// The events of a message refused for the budget of partial messages (`bytes` read,
+    /// `limit` the budget) and of the other messages on its line, answered as the
+    /// library's peer answers them: each request said as an invalid frame, then refused
+    /// with [`ErrorObject::over_message_budget`] (`-32000`: the message may be valid and
+    /// refused only for this side's resources, JSON-RPC 2.0 §5.1) where it would be
+    /// `-32600`; every other event as it was.
+    pub(super) fn over_budget(
+        events: impl IntoIterator<Item = Event>,
+        bytes: usize,
+        limit: usize,
+    ) -> Vec<Event> {
+        let mut out = Vec::new();
+        for event in events {
+            match event {
+                Event::Unanswerable { id, why } => {
+                    out.push(Event::Invalid(why));
+                    out.push(Event::Refused {
+                        id,
+                        error: ErrorObject::over_message_budget(bytes, limit, false),
+                        unless_ours: None,
+                    });
+                }
+                other => out.push(other),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request refused for the budget is answered `-32000` under its id, as the peer
+    /// answers it (one public rule); a response of the checker's stays unread.
+    #[test]
+    fn a_request_over_the_budget_is_refused_as_the_peer_refuses_it() {
+        let id = RequestId::Number(7.into());
+        let out = Event::over_budget(
+            [
+                Event::Unanswerable {
+                    id: Some(id.clone()),
+                    why: "over".into(),
+                },
+                Event::Unread {
+                    id: id.clone(),
+                    why: "rest".into(),
+                },
+            ],
+            10,
+            8,
+        );
+        let refused = out.iter().find_map(|e| match e {
+            Event::Refused { id, error, .. } => Some((id.clone(), error.code)),
+            _ => None,
+        });
+        assert_eq!(refused, Some((Some(id), -32000)));
+        assert!(matches!(out.first(), Some(Event::Invalid(w)) if w == "over"));
+        assert!(matches!(out.last(), Some(Event::Unread { .. })));
+        assert_eq!(out.len(), 3);
+    }
+}
