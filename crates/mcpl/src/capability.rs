@@ -606,8 +606,10 @@ pub enum FindingKind {
     UnrecognisedMember,
     /// A capability node whose value is neither boolean, null nor object: nothing.
     NotBooleanOrObject,
-    /// The 0.4 shape `channels: true`. §5.1 reads it as every channels leaf, which for a
-    /// 0.4 server includes leaves that did not exist then; reported so a human can check.
+    /// The 0.4 shape `channels: true` in an advertisement that does not name MCPL 0.5 in
+    /// `version`. §5.1 reads it as every channels leaf, which for a 0.4 server includes
+    /// leaves that did not exist then; reported so a human can check. Beside `version:
+    /// "0.5"` it is 0.5's own shorthand and not reported.
     LegacyChannelsTrue,
     /// The 0.4 shape `featureSets: [{ name, … }]`, read by name.
     LegacyFeatureSetsArray,
@@ -697,6 +699,17 @@ fn is_mcpl_node(prefix: &str) -> bool {
         .any(|c| c != Capability::Tools && c.is_at_or_below(prefix))
 }
 
+/// Whether an `experimental.mcpl` object names MCPL 0.5 in `version` (or one of its other
+/// spellings): then `channels: true` is §5.1's shorthand for every 0.5 channels leaf, read
+/// as `contextHooks: true` is, and not the 0.4 shape [`FindingKind::LegacyChannelsTrue`]
+/// reports (whose reading would reach leaves a 0.4 server never knew).
+fn names_0_5(mcpl: &serde_json::Map<String, Value>) -> bool {
+    use crate::protocol::handshake::{MCPL_VERSION, MCPL_VERSION_ALIASES};
+    mcpl.get("version")
+        .and_then(Value::as_str)
+        .is_some_and(|v| v == MCPL_VERSION || MCPL_VERSION_ALIASES.contains(&v))
+}
+
 /// Every path at or below `prefix`, excluding `tools`.
 fn mcpl_paths_below(prefix: &str) -> CapabilitySet {
     Capability::ALL
@@ -727,7 +740,7 @@ pub fn advertised(mcpl: &Value) -> Advertisement {
                 path: k.clone(),
             });
         } else if is_member_name(k) && is_mcpl_node(k) {
-            if k == "channels" && *v == Value::Bool(true) {
+            if k == "channels" && *v == Value::Bool(true) && !names_0_5(obj) {
                 adv.findings.push(Finding {
                     kind: FindingKind::LegacyChannelsTrue,
                     path: k.clone(),

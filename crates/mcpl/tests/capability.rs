@@ -343,6 +343,19 @@ fn s5_1_legacy_channels_true_is_read_and_reported() {
     assert_eq!(a.findings[0].kind, FindingKind::LegacyChannelsTrue);
 }
 
+/// §5.1: beside `version: "0.5"` (or a spelling of it), `channels: true` is 0.5's shorthand
+/// for every channels leaf, read and not reported, as `contextHooks: true` is.
+#[test]
+fn s5_1_channels_true_in_a_0_5_advertisement_is_shorthand_not_legacy() {
+    for version in ["0.5", "0.5.0", "0.5.0-draft"] {
+        let a = advertised(&json!({"version": version, "channels": true, "contextHooks": true}));
+        assert_eq!(a.capabilities.len(), 11, "{version}");
+        assert!(a.findings.is_empty(), "{version}: {:?}", a.findings);
+    }
+    let a = advertised(&json!({"version": "0.4", "channels": true}));
+    assert_eq!(a.findings[0].kind, FindingKind::LegacyChannelsTrue);
+}
+
 #[test]
 fn s5_1_writing_emits_explicit_0_5_tree() {
     let set: CapabilitySet = [

@@ -139,7 +139,7 @@ fn s5_1_unknown_capability_members_are_info() {
 #[test]
 fn s5_1_legacy_channels_true_is_a_warning() {
     let f = only(
-        &json!({"version":"0.5","channels":true}),
+        &json!({"version":"0.4","channels":true}),
         "legacy_channels_true",
     );
     assert_eq!(

@@ -42,8 +42,9 @@ pub fn advertisement_shape(mcpl: &Value) -> Verdict {
 /// boolean `true` at any node shorthand for every leaf beneath it, and §5.2's own host
 /// example writes `beforeInference: true` and `featureSets: true`, so a host saying
 /// `channels: true` claims every channels leaf, a shape §5.1 allows. The server-side
-/// warning stays: a server's `channels: true` claims leaves a 0.4 server never had, and
-/// what a server claims becomes what a host grants.
+/// warning stays for a server whose advertisement does not name MCPL 0.5 in `version`: its
+/// `channels: true` claims leaves a 0.4 server never had, and what a server claims becomes
+/// what a host grants (beside `version: "0.5"` the library reports nothing).
 pub fn host_advertisement_shape(mcpl: &Value) -> Verdict {
     shape_verdict(mcpl, false)
 }
