@@ -784,13 +784,18 @@ async fn pump(
         }
     };
     let _ = tokio::time::timeout_at(close_by, writer.close()).await;
+    // A pipe's `close` closes nothing: the child's stdin is closed when its writer is
+    // dropped, so it is dropped here, before [`end_group`]'s [`EXIT_GRACE`]. Dropped after
+    // it, a stdio server never saw the end of its input (its usual signal to exit) and was
+    // sent SIGTERM every time, the grace waited out in full on every session.
+    drop(writer);
     if let Some(child) = child {
         end_group(&child, bound).await;
     }
     if let Some(monitor) = monitor {
         let _ = tokio::time::timeout(bound, monitor).await;
     }
-    drop((reader, writer, guard));
+    drop((reader, guard));
 }
 
 /// A request from [`Conn::unfinished`]: where the pump sends its answer.

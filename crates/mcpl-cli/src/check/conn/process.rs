@@ -58,3 +58,38 @@ mod group {
         }
     }
 }
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::{Conn, Dial};
+
+    /// A spawned server is told its run is over the way stdio servers expect, by the end
+    /// of its input, before any signal: one that ignores SIGTERM still sees it and finishes
+    /// on its own. Its stdin had been closed only after the process group was signalled
+    /// (the writer was dropped last), so no server ever saw it: each was sent SIGTERM once
+    /// [`super::EXIT_GRACE`] had been waited out, on every session of every run.
+    #[test]
+    fn a_server_sees_the_end_of_its_input_before_any_signal() {
+        let mark = std::env::temp_dir().join(format!("mcpl-check-eof-{}", std::process::id()));
+        let _ = std::fs::remove_file(&mark);
+        // SIGTERM ignored (by `cat` too: an ignored signal stays ignored across exec), so
+        // only the end of its input, or the SIGKILL, ends it.
+        let script = format!(
+            "trap '' TERM; cat >/dev/null; echo eof > '{}'",
+            mark.display()
+        );
+        let dial = Dial::Command(vec!["sh".into(), "-c".into(), script]);
+        let conn = Conn::open(dial, Duration::from_secs(5), None).unwrap();
+        // Dropping the connection ends the run: it returns once the group is gone.
+        drop(conn);
+        let seen = std::fs::read_to_string(&mark).ok();
+        let _ = std::fs::remove_file(&mark);
+        assert_eq!(
+            seen.as_deref(),
+            Some("eof\n"),
+            "the server never saw its input end"
+        );
+    }
+}
