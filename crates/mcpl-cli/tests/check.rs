@@ -989,6 +989,9 @@ fn bridge_tcp_connections(listener: TcpListener, once: bool) {
 
 /// Bridges one TCP connection to a fresh `good` fixture's stdio.
 fn bridge_tcp_connection(sock: std::net::TcpStream) {
+    // Each line goes out at once: Nagle's algorithm held the second small write of a line
+    // (its newline) for the checker's delayed ACK, 40 ms a message.
+    let _ = sock.set_nodelay(true);
     let mut child = StdCommand::new(FIXTURE)
         .arg("good")
         .stdin(Stdio::piped())
