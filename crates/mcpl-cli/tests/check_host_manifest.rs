@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -761,4 +762,169 @@ async fn the_list_before_the_changes_does_not_shrink_the_phase_budget() {
     let (_, doc) = run("list_budget.json", rule).await;
     assert_eq!(status(&doc, IDS[4]), "pass", "{}", detail(&doc, IDS[4]));
     assert!(detail(&doc, IDS[4]).contains("model/info"), "{doc:#}");
+}
+
+/// Finding F1 (§6.7, §17.5 step 3): a host applying a fetched manifest off its reader
+/// (here: the proxy holds the answer to each valid fetch from the library host until the
+/// checker's first probe of a removal, and accepts that probe itself, as a host that has
+/// not yet read the manifest does) revokes host-first and then tells its narrowing by
+/// Request. Nothing bounds when it applies what it fetched, only the order, so the probe
+/// sent after that Request decides: both removal checks pass, saying the first probe was
+/// accepted before the host told the change. Before, the one answered first failed them.
+#[tokio::test]
+async fn a_host_applying_a_fetched_manifest_after_reading_it_passes_the_removal_checks() {
+    let mut fetch_ids = Vec::new();
+    let mut held: Option<Value> = None;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetch_ids.push(v["id"].clone());
+        }
+        let answer = v.get("method").is_none() && fetch_ids.contains(&v["id"]);
+        if to == To::Host && answer && v["result"].is_object() {
+            held = Some(v);
+            return vec![];
+        }
+        let first_probe = v["method"] == "push/event"
+            && v["params"]["eventId"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("gone-") && !e.ends_with("-again"));
+        if to == To::Host && first_probe {
+            if let Some(fetched) = held.take() {
+                let ok = json!({ "jsonrpc": "2.0", "id": v["id"],
+                    "result": { "accepted": true } });
+                return vec![(To::Checker, ok), (To::Host, fetched)];
+            }
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("async-fetch.json", rule).await;
+    assert!(phase_with(&doc, "fail").is_empty(), "{doc:#}");
+    for id in [IDS[2], IDS[3]] {
+        assert_eq!(status(&doc, id), "pass", "{doc:#}");
+        let d = detail(&doc, id);
+        assert!(d.contains("before the host told its policy change"), "{d}");
+    }
+}
+
+/// Finding F3 (§17.5 step 3): after a change the host sends its narrowing Request and then
+/// a separate widening one (tell → receipt → activate; here the proxy splits the library
+/// host's narrowing Request into a narrower one and then the host's own, which gives a
+/// capability back). Only the narrowing belongs to the change: one update per change
+/// passes. Before, the two warned `host.manifest-one-update-per-change`.
+#[tokio::test]
+async fn a_widening_request_after_a_changes_narrowing_is_not_counted_against_it() {
+    let mut fetches = 0;
+    let split = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = split.clone();
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches += 1;
+        }
+        if to == To::Checker
+            && v["method"] == "featureSets/update"
+            && fetches >= 2
+            && !seen.load(SeqCst)
+        {
+            seen.store(true, SeqCst);
+            let mut narrower = v.clone();
+            narrower["id"] = json!("narrower-1");
+            let caps = narrower["params"]["effectiveCapabilities"]
+                .as_array_mut()
+                .unwrap();
+            let held = "contextHooks.beforeInference.inject.beforeUser";
+            assert!(caps.contains(&json!(held)), "{v}");
+            caps.retain(|c| c != held);
+            narrower["params"]
+                .as_object_mut()
+                .unwrap()
+                .remove("deniedCapabilities");
+            return vec![(To::Checker, narrower), (To::Checker, v)];
+        }
+        if to == To::Host && v["id"] == "narrower-1" && v.get("method").is_none() {
+            return vec![];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("widen-after.json", rule).await;
+    assert!(
+        split.load(SeqCst),
+        "the host sent no narrowing Request after the change"
+    );
+    assert_eq!(status(&doc, IDS[5]), "pass", "{doc:#}");
+    assert!(phase_with(&doc, "fail").is_empty(), "{doc:#}");
+}
+
+/// Finding F7: when the phase's budget runs out before the removal probes are sent (here
+/// the proxy keeps the checker's pings and `channels/list` from the host after its first
+/// fetch, so each wait runs to its bound), `host.manifest-removals-revoked` is skipped
+/// saying so, not that nothing was granted before the change (pushes were).
+#[tokio::test]
+async fn removals_skipped_for_the_budget_say_the_budget_ran_out() {
+    let mut fetched = false;
+    let mut announced = 0;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetched = true;
+        }
+        if to == To::Host && v["method"] == "mcpl/manifestChanged" {
+            announced += 1;
+        }
+        let kept = v["method"] == "ping" || v["method"] == "channels/list";
+        if to == To::Host && fetched && announced < 3 && kept {
+            return vec![];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("budget.json", rule).await;
+    assert_eq!(status(&doc, IDS[2]), "skip", "{doc:#}");
+    let d = detail(&doc, IDS[2]);
+    assert!(d.contains("budget"), "{d}");
+    assert!(!d.contains("was granted before the change"), "{d}");
+}
+
+/// A run where a hook carrying `channels: context` in its params (§14.4) goes to the
+/// checker with the library host's first `mcpl/manifestChanged` (well after the receipt:
+/// the library host starts no turn of its own here); the report.
+async fn run_with_channel_context(name: &str, context: Value) -> Value {
+    let mut sent = false;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Host && v["method"] == "mcpl/manifestChanged" && !sent {
+            sent = true;
+            let hook = json!({ "jsonrpc": "2.0", "id": "hook-1",
+                "method": "context/beforeInference", "params": {
+                    "inferenceId": "inf_1", "conversationId": "conv_1", "turnIndex": 0,
+                    "userMessage": null, "channels": context.clone(),
+                    "model": { "id": "m", "vendor": "v", "contextWindow": 8000,
+                               "capabilities": [] } } });
+            return vec![(To::Checker, hook), (to, v)];
+        }
+        if to == To::Host && v["id"] == "hook-1" && v.get("method").is_none() {
+            return vec![];
+        }
+        vec![(to, v)]
+    });
+    run(name, rule).await.1
+}
+
+/// Finding F2 (§14.4, §10.1): the channel context a host MAY include in the hook (ids of
+/// the incoming message, its thread, the default outgoing channel, the candidates) is no
+/// text outside §10.1's fields: `host.user-message-redacted` passes without observe (it
+/// warned). Text beside those ids (`channels.incoming.text`) still warns: §14.4 lists no
+/// message content there.
+#[tokio::test]
+async fn the_hooks_channel_context_is_listed_and_text_beside_it_still_warns() {
+    const REDACTED: &str = "host.user-message-redacted";
+    let ids = json!({
+        "incoming": { "channelId": "check:a", "messageId": "dmsg_123", "threadId": "t_42" },
+        "defaultOutgoing": { "channelId": "ui" },
+        "candidates": ["ui", "check:a"] });
+    let doc = run_with_channel_context("channel-context.json", ids).await;
+    assert_eq!(status(&doc, REDACTED), "pass", "{doc:#}");
+    let text = json!({ "incoming": { "channelId": "check:a", "text": "what the user said" } });
+    let doc = run_with_channel_context("channel-text.json", text).await;
+    assert_eq!(status(&doc, REDACTED), "warn", "{doc:#}");
+    assert!(
+        detail(&doc, REDACTED).contains("channels.incoming.text"),
+        "{doc:#}"
+    );
 }

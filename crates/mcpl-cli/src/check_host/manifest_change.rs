@@ -11,7 +11,9 @@
 //! 2. **A valid narrowing**: [`served::manifest_narrowed`] removes `channels.incoming` and a
 //!    feature set ([`GONE_SETS`]); once the host has read it, a push under the removed set
 //!    and a `channels/incoming` for the checker's registered channel are refused (§17.5
-//!    step 3, §6.7: revoked host-first, at once).
+//!    step 3, §6.7: revoked host-first, then told). A probe answered with a result before
+//!    the host sent any policy message after the fetch is sent again once it has, or a
+//!    step after the fetch, and judged then ([`Run::refused_after`]).
 //! 3. **A partially invalid change**: [`served::manifest_partial`] parses, declares two sets
 //!    invalidly, removes the other set of [`GONE_SETS`], adds `modelInfo` and advertises
 //!    `channels.incoming` again: the removal still applies (§17.5 step 1), and the additions
@@ -21,7 +23,9 @@
 //!
 //! Throughout, a policy change between an announcement and the host's `mcpl/manifest` is
 //! acting before fetching (§17.3), and more than one policy message for one change is one
-//! update per item (§17.5 step 4, a warning: the receipt itself is host-internal, §17.6).
+//! update per item (§17.5 step 4, a warning: the receipt itself is host-internal, §17.6);
+//! a Request only widening the grant is not counted (§17.5 step 3: a widening is a policy
+//! decision of its own, tell → receipt → activate).
 //! Once the host has read a fetched manifest, the checker's own view of the grant follows it
 //! as the library server's does ([`mcpl::policy::ServerPolicyState::set_advertised`]: a
 //! removal leaves the grant at once, an addition joins it only by a later Request), so the
@@ -101,11 +105,15 @@ enum Serving {
 }
 
 /// What the probes after one change showed: each probe judged (refused or not), and each
-/// one not refused with an error, described.
+/// one not refused with an error, described; `late`, the probes that got a result before
+/// the host told the change and were refused once it had ([`Run::refused_after`]);
+/// `unsent`, a probe due that the phase's budget left no time for.
 #[derive(Debug, Default)]
 struct Seen {
     shown: Vec<String>,
     defects: Vec<String>,
+    late: Vec<String>,
+    unsent: bool,
 }
 
 /// The phase's state, read and written where the host's messages are handled
@@ -122,8 +130,11 @@ pub(super) struct Changes {
     /// Policy changes the host made while [`Changes::awaiting_fetch`], described (§17.3).
     unfetched: Vec<String>,
     /// Policy messages (a Request, or a Notification carrying grant fields) since the last
-    /// answer to a fetch.
+    /// answer to a fetch, but for a Request only widening the grant (§17.5 step 3: a
+    /// widening follows its own tell → receipt → activate, a policy decision of its own).
     since_fetch: u32,
+    /// When the host was written the last answer to its fetch.
+    fetched_at: Option<Instant>,
     /// The grant this server held once the host read the last answer to its fetch.
     grant_at_fetch: mcpl::capability::Grant,
     /// The feature sets available then (§6.4: a set's status is the grant's and the host's
@@ -146,6 +157,7 @@ impl Default for Changes {
             watching: false,
             unfetched: Vec::new(),
             since_fetch: 0,
+            fetched_at: None,
             grant_at_fetch: mcpl::capability::Grant::none(),
             available_at_fetch: Vec::new(),
             list_before: None,
@@ -185,6 +197,7 @@ impl Run {
     pub(super) fn fetch_answered(&mut self, read: Option<Value>) {
         self.changes.fetches = self.changes.fetches.saturating_add(1);
         self.changes.since_fetch = 0;
+        self.changes.fetched_at = Some(Instant::now());
         if let Some(m) = read {
             self.policy.set_advertised(served::advertisement_of(&m));
             self.policy
@@ -222,13 +235,19 @@ impl Run {
     }
 
     /// Notes a policy message of the host's during the phase: `changed` when it changed the
-    /// grant or a set's status, `what` naming it.
-    pub(super) fn policy_message_seen(&mut self, changed: bool, what: &str) {
+    /// grant or a set's status, `widening` when it only widened them (nothing withdrawn nor
+    /// made unavailable), `what` naming it. A widening is not counted among the messages a
+    /// change is followed by: §17.5 step 3 makes it a policy decision of its own, told →
+    /// receipted → activated after the change's narrowing (finding F3: a narrowing Request
+    /// then a widening one warned `host.manifest-one-update-per-change`).
+    pub(super) fn policy_message_seen(&mut self, changed: bool, widening: bool, what: &str) {
         let c = &mut self.changes;
         if !c.watching {
             return;
         }
-        c.since_fetch = c.since_fetch.saturating_add(1);
+        if !widening {
+            c.since_fetch = c.since_fetch.saturating_add(1);
+        }
         if changed && c.awaiting_fetch && c.unfetched.len() < 3 {
             c.unfetched.push(what.to_owned());
         }
@@ -295,8 +314,9 @@ impl Run {
             let what = "channels/incoming for check:a".to_owned();
             let n = seen.defects.len();
             let params = served::incoming("check:a");
-            self.refused_after(ChannelsIncoming::NAME, params, &what, deadline, &mut seen)
-                .await;
+            let again = params.clone();
+            let probe = (ChannelsIncoming::NAME, params, again);
+            self.refused_after(probe, &what, deadline, &mut seen).await;
             revoked = seen.defects.len() == n && seen.shown.last() == Some(&what);
         }
         if self.closed {
@@ -416,6 +436,7 @@ impl Run {
         deadline: Instant,
     ) -> Result<Seen, String> {
         let pushed = served::push(set, event_id);
+        let again = served::push(set, &format!("{event_id}-again"));
         let allowed = self.host_rule(PushEvent::NAME, &pushed) == Ok(true);
         let revision = manifest.get("revision").cloned().unwrap_or(Value::Null);
         self.changes.serving = Serving::Manifest(manifest);
@@ -426,33 +447,75 @@ impl Run {
         let mut seen = Seen::default();
         if allowed {
             let what = format!("push/event under {set}");
-            self.refused_after(PushEvent::NAME, pushed, &what, deadline, &mut seen)
-                .await;
+            let probe = (PushEvent::NAME, pushed, again);
+            self.refused_after(probe, &what, deadline, &mut seen).await;
         }
         Ok(seen)
     }
 
-    /// Sends `method` with `params`, which the manifest the host read no longer allows, and
-    /// notes `what` in `seen`: shown when judged, a defect when not refused with an error.
+    /// Sends `probe` (a method, its params and the params to send it again with), which
+    /// the manifest the host read no longer allows, and notes `what` in `seen`: shown when
+    /// judged, a defect when not refused with an error.
+    ///
+    /// Reading (§6.7, §17.5 step 3; finding F1): the host revokes host-first, then tells the
+    /// server by Request, but nothing bounds when it applies a fetched manifest: a host may
+    /// validate and diff it off its reader. What a server can hold it to is the order: once
+    /// the host sent a policy message after the fetch, the removal is in force. So a result
+    /// that came before any such message is not judged yet: the host is given until a step
+    /// after the fetch (within the phase's `deadline`) to tell the change, and the probe is
+    /// sent again after that message (the push under a fresh `eventId`, §9.4) and judged.
+    /// A host that told nothing within the step is judged by the probe sent then: §6.7 wants
+    /// a Request for a narrowed grant, and a removal not in force a step after the fetch is
+    /// reduced late, the over-permission window §6.7 forbids (fail closed: the spec names no
+    /// time, and a step is what every other wait of the checker's is given).
     async fn refused_after(
         &mut self,
-        method: &str,
-        params: Value,
+        probe: (&str, Value, Value),
         what: &str,
         deadline: Instant,
         seen: &mut Seen,
     ) {
-        let Seen { shown, defects } = seen;
+        let (method, params, again) = probe;
         let bound = self.bound_within(deadline);
         if bound.is_zero() {
+            seen.unsent = true;
             return;
         }
-        match self.call_within(method, params, bound).await {
+        let told = self.changes.since_fetch > 0;
+        let mut reply = self.call_within(method, params, bound).await;
+        let mut retold = "";
+        if matches!(reply, Reply::Result(_)) && !told {
+            let told = self.await_tell(deadline).await;
+            let bound = self.bound_within(deadline);
+            if self.closed {
+                return;
+            }
+            if bound.is_zero() {
+                let d = format!(
+                    "{what} got {} before the host told its policy change, and the phase's \
+                     budget ({PHASE_STEPS} × --timeout) ran out before it could be sent again",
+                    reply.describe()
+                );
+                self.changes.quiet.push(d);
+                return;
+            }
+            retold = if told {
+                " (sent again after the host's policy message following the fetch)"
+            } else {
+                " (sent again a step after the fetch, no policy message having followed it)"
+            };
+            reply = self.call_within(method, again, bound).await;
+            if matches!(reply, Reply::Error(_)) {
+                seen.late.push(what.to_owned());
+            }
+        }
+        let Seen { shown, defects, .. } = seen;
+        match reply {
             Reply::Error(_) => shown.push(what.to_owned()),
             Reply::Result(r) => {
                 shown.push(what.to_owned());
                 let reply = Reply::Result(r);
-                defects.push(format!("{what} got {}", reply.describe()));
+                defects.push(format!("{what} got {}{retold}", reply.describe()));
             }
             // Silence, or an answer that could not be read, is no acceptance: it shows
             // nothing of the removal (the silence is host.answers-every-request's kind).
@@ -464,23 +527,58 @@ impl Run {
         }
     }
 
+    /// Awaits the host's first policy message since the last fetch's answer (none counted
+    /// yet), handling what comes meanwhile, until a step after that answer or `deadline`;
+    /// whether it came.
+    async fn await_tell(&mut self, deadline: Instant) -> bool {
+        let from = self.changes.fetched_at.unwrap_or_else(Instant::now);
+        let until = (from + self.bounds.step).min(deadline);
+        while self.changes.since_fetch == 0 {
+            match self.next_until(until).await {
+                Some(m) => self.handle(m).await,
+                None => break,
+            }
+        }
+        self.changes.since_fetch > 0
+    }
+
     /// Records `id` from what the probes showed (`seen`); `why` says why they must be
     /// refused, `none` why nothing was probed.
     fn judge_refusals(&mut self, id: &str, seen: &Seen, why: &str, none: &str) {
-        let Seen { shown, defects } = seen;
+        let Seen {
+            shown,
+            defects,
+            late,
+            unsent,
+        } = seen;
         if !defects.is_empty() {
             let d = format!("{}, though {why}", defects.join("; "));
             self.record(id, Status::Fail, d);
         } else if shown.is_empty() && !self.changes.quiet.is_empty() {
             let d = format!(
-                "{}: neither an acceptance nor a refusal, so nothing is shown",
+                "{}: which shows nothing of the removal",
                 self.changes.quiet.join("; ")
+            );
+            self.record(id, Status::Skip, d);
+        } else if shown.is_empty() && *unsent {
+            // Finding F7: a probe was due, the budget left no time to send it.
+            let d = format!(
+                "the manifest-change probes' budget ({PHASE_STEPS} × --timeout) ran out before \
+                 the probes after the change could be sent"
             );
             self.record(id, Status::Skip, d);
         } else if shown.is_empty() {
             self.record(id, Status::Skip, none);
         } else {
-            let d = format!("{} refused with an error once {why}", shown.join(" and "));
+            let mut d = format!("{} refused with an error once {why}", shown.join(" and "));
+            if !late.is_empty() {
+                d.push_str(&format!(
+                    " ({} got a result before the host told its policy change, and was refused \
+                     once it had: the host applies a fetched manifest after reading it, §6.7's \
+                     order kept)",
+                    late.join(" and ")
+                ));
+            }
             self.record(id, Status::Pass, d);
         }
         self.changes.quiet.clear();

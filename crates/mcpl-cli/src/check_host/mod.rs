@@ -76,7 +76,7 @@ catalogue! {
     "host.incoming-follows-grant", "§14.5", "channels/incoming is refused when channels.incoming is not granted";
     "host.hooks-after-ready", "§5.3", "context/beforeInference only after the receipt, under a granted hook leaf";
     "host.hook-params-shape", "§10.1", "every context/beforeInference carries §10.1's params: string inferenceId and conversationId, a non-negative integer turnIndex, userMessage written (a string or null), model a ModelInfo object when given";
-    "host.user-message-redacted", "§10.1", "userMessage is null in beforeInference unless observe is granted (text under a member §10.1 does not list, observe not granted, warns)";
+    "host.user-message-redacted", "§10.1", "userMessage is null in beforeInference unless observe is granted (text under a member §10.1 does not list, nor §14.4's channel ids, observe not granted, warns)";
     "host.grant-within-own-advertisement", "§5.2", "the grant names only paths the host itself advertises supporting (a warning)";
     "host.undeclared-use-refused", "§6.4", "a use the exercising feature set does not declare is refused with an error";
     "host.inference-follows-grant", "§5.4", "inference/request is refused with an error unless its set is allowed, and answered when it is";
@@ -113,10 +113,10 @@ catalogue! {
     "host.channels-list-complete", "§14.3", "once the host accepted a channel of the checker's in channels/register, its answer to channels/list names it (a list leaving it out, as a stub answering [] does, warns, as does one naming a channel the checker never registered or one id twice; a result without a channels array fails)";
     "host.manifest-fetched-before-acting", "§17.3", "no policy change (a featureSets/update Request or Notification changing the grant or a set's status) comes between the checker's mcpl/manifestChanged and the host's mcpl/manifest (a host MAY ignore the announcement: skipped when it never fetches; judged on policy messages, all a server sees)";
     "host.manifest-unparseable-keeps-previous", "§17.5", "after one mcpl/manifest answer that is no manifest object, the previous manifest stands: no narrowing policy message (no capability withdrawn, no available feature set disabled), the connection kept, channels/list (granted before) answered as just before the change (refused before and after is no change, §14.3)";
-    "host.manifest-removals-revoked", "§17.5", "once the host has read a fetched manifest removing channels.incoming and a feature set, a channels/incoming for its registered channel and a push under the removed set are refused with an error (§6.7: revoked at once, host-first)";
+    "host.manifest-removals-revoked", "§17.5", "once the host has read a fetched manifest removing channels.incoming and a feature set, a channels/incoming for its registered channel and a push under the removed set are refused with an error (§6.7: revoked host-first, then told; a probe answered before the host's first policy message after the fetch is sent again after it, or a step after the fetch)";
     "host.manifest-partial-removals-applied", "§17.5", "a fetched manifest that parses but declares sets invalidly still has its removals applied: a push under the feature set it removed is refused with an error";
     "host.manifest-additions-not-granted", "§17.5", "a capability a fetched manifest adds (modelInfo, never advertised before) or advertises again after the host revoked it (channels.incoming) is not used until a policy Request granting it is answered: model/info and channels/incoming for the registered channel are refused meanwhile, an answer sent before the host could have read the receipt included (§6.7: tell → receipt → activate)";
-    "host.manifest-one-update-per-change", "§17.5", "at most one policy message follows one manifest change, not one per item (the receipt itself is host-internal, §17.6: only its wire consequence is judged; a warning)";
+    "host.manifest-one-update-per-change", "§17.5", "at most one policy message follows one manifest change, not one per item (a Request only widening the grant is a decision of its own, not counted; the receipt itself is host-internal, §17.6: only its wire consequence is judged; a warning)";
 }
 
 /// Arguments of `mcpl check-host`.

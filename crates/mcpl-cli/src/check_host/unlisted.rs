@@ -12,6 +12,13 @@
 //! message's content travels) is a warning, never a fail; one holding only numbers,
 //! booleans or nulls, or written `null`, passes. MCP's reserved `_meta` is tolerated as
 //! listed. A member the denylist names stays a fail where it was judged so before.
+//!
+//! §14.4 lets a host include channel context in the hook's params (`channels`: the
+//! `incoming` message's `channelId`, `messageId` and `threadId`, the `defaultOutgoing`
+//! `channelId`, the `candidates` channel ids). What it lists there are identifiers, not
+//! content, so it is read as listed (finding F2: it warned as text outside §10.1's
+//! fields). Text under any other member of it (`channels.incoming.text`) is still named:
+//! §14.4 lists no message content there, and without `observe` it may be the user's.
 
 use serde_json::Value;
 
@@ -26,13 +33,15 @@ pub(super) const LIFECYCLE_LISTED: &[&str] = &[
     "_meta",
 ];
 
-/// The members §10.1's table lists for `context/beforeInference` (and MCP's `_meta`).
+/// The members §10.1's table lists for `context/beforeInference` (and MCP's `_meta`),
+/// with §14.4's `channels`.
 pub(super) const HOOK_LISTED: &[&str] = &[
     "inferenceId",
     "conversationId",
     "turnIndex",
     "userMessage",
     "model",
+    "channels",
     "_meta",
 ];
 
@@ -46,13 +55,45 @@ const MAX_NAMES: usize = 4;
 /// Characters of a returned name.
 const MAX_NAME_CHARS: usize = 64;
 
-/// The members §10.5 and §10.1 list as objects, with the members their own sections list
-/// (§10.5 `usage`: the token counts; §12.1 `model`). Text under one of theirs outside these
-/// is read as text outside the listed fields too (finding F4: `usage.assistantText`,
-/// `model.lastPrompt` passed, the walk having stopped at the top level).
-const NESTED_LISTED: &[(&str, &[&str])] = &[
-    ("usage", &["inputTokens", "outputTokens"]),
-    ("model", &["id", "vendor", "contextWindow", "capabilities"]),
+/// A listed member: its name, and the members listed within it when it is an object
+/// (none: whatever it holds is listed).
+#[derive(Debug)]
+struct Listed(&'static str, &'static [Listed]);
+
+/// The members §10.5, §10.1 and §14.4 list as objects, with the members their own sections
+/// list (§10.5 `usage`: the token counts; §12.1 `model`; §14.4 `channels`, whose ids are
+/// listed and nothing else). Text under one of theirs outside these is read as text
+/// outside the listed fields too (finding F4: `usage.assistantText`, `model.lastPrompt`
+/// passed, the walk having stopped at the top level).
+const NESTED_LISTED: &[Listed] = &[
+    Listed(
+        "usage",
+        &[Listed("inputTokens", &[]), Listed("outputTokens", &[])],
+    ),
+    Listed(
+        "model",
+        &[
+            Listed("id", &[]),
+            Listed("vendor", &[]),
+            Listed("contextWindow", &[]),
+            Listed("capabilities", &[]),
+        ],
+    ),
+    Listed(
+        "channels",
+        &[
+            Listed(
+                "incoming",
+                &[
+                    Listed("channelId", &[]),
+                    Listed("messageId", &[]),
+                    Listed("threadId", &[]),
+                ],
+            ),
+            Listed("defaultOutgoing", &[Listed("channelId", &[])]),
+            Listed("candidates", &[]),
+        ],
+    ),
 ];
 
 /// The members of `params` outside `listed` and outside `skip` whose value holds a
@@ -79,25 +120,48 @@ pub(super) fn text_members(params: Option<&Value>, listed: &[&str], skip: &[&str
             }
             continue;
         }
-        let Some((_, inner)) = NESTED_LISTED.iter().find(|(n, _)| *n == k) else {
-            continue;
-        };
-        let Some(children) = v.as_object() else {
-            continue;
-        };
-        for (c, cv) in children {
-            if names.len() >= MAX_NAMES {
-                break;
-            }
-            if inner.contains(&c.as_str()) || skip.contains(&c.as_str()) {
-                continue;
-            }
-            if holds_text(cv, &mut budget) {
-                names.push(format!("{k}.{c}").chars().take(MAX_NAME_CHARS).collect());
-            }
+        if let Some(Listed(_, inner)) = NESTED_LISTED.iter().find(|Listed(n, _)| *n == k) {
+            unlisted_within(k, v, inner, skip, &mut budget, &mut names);
         }
     }
     names
+}
+
+/// Names in `names` (up to [`MAX_NAMES`]) the members of `v`, when it is an object with
+/// members listed (`inner` not empty), outside `inner` and `skip` whose value holds text,
+/// each as `path.member`, and walks on into the listed ones. The depth is the listing's
+/// (at most 3), never the value's.
+fn unlisted_within(
+    path: &str,
+    v: &Value,
+    inner: &[Listed],
+    skip: &[&str],
+    budget: &mut usize,
+    names: &mut Vec<String>,
+) {
+    if inner.is_empty() {
+        return;
+    }
+    let Some(children) = v.as_object() else {
+        return;
+    };
+    for (c, cv) in children {
+        if names.len() >= MAX_NAMES {
+            return;
+        }
+        if skip.contains(&c.as_str()) {
+            continue;
+        }
+        let name = format!("{path}.{c}");
+        match inner.iter().find(|Listed(n, _)| n == c) {
+            Some(Listed(_, deeper)) => unlisted_within(&name, cv, deeper, skip, budget, names),
+            None => {
+                if holds_text(cv, budget) {
+                    names.push(name.chars().take(MAX_NAME_CHARS).collect());
+                }
+            }
+        }
+    }
 }
 
 /// Whether `v` holds a non-empty string anywhere within it (a member name is no text: an
@@ -159,6 +223,29 @@ mod tests {
             text_members(Some(&p), HOOK_LISTED, &[]),
             ["model.lastPrompt", "model.text", "phase", "usage"],
             "§10.1 lists neither phase nor usage"
+        );
+    }
+
+    /// §14.4 (finding F2): the hook's channel context, ids only, is listed; text under a
+    /// member §14.4 does not list there is named, at whatever depth of it.
+    #[test]
+    fn s14_4_channel_context_ids_are_listed_and_text_beside_them_is_named() {
+        let p = json!({ "inferenceId": "i", "userMessage": null,
+            "channels": { "incoming": { "channelId": "discord:#general",
+                                        "messageId": "dmsg_123", "threadId": "t_42" },
+                          "defaultOutgoing": { "channelId": "ui" },
+                          "candidates": ["ui", "discord:#general"] } });
+        assert!(text_members(Some(&p), HOOK_LISTED, &[]).is_empty());
+        let p = json!({ "channels": { "incoming": { "channelId": "c", "text": "hi there" },
+                                      "recent": ["what the user said"], "candidates": [] } });
+        assert_eq!(
+            text_members(Some(&p), HOOK_LISTED, &[]),
+            ["channels.incoming.text", "channels.recent"]
+        );
+        assert_eq!(
+            text_members(Some(&p), LIFECYCLE_LISTED, &[]),
+            ["channels"],
+            "§10.5 lists no channels"
         );
     }
 

@@ -93,7 +93,11 @@ impl Run {
                         *self.policy.grant() != grant || self.policy.statuses() != statuses;
                     if carried || changed {
                         // §17.3, §17.5 step 4: read by the manifest-change probes.
-                        self.policy_message_seen(changed, "a featureSets/update Notification");
+                        self.policy_message_seen(
+                            changed,
+                            false,
+                            "a featureSets/update Notification",
+                        );
                     }
                     if carried {
                         self.grant_notified = true;
@@ -163,7 +167,6 @@ impl Run {
                 // §17.3, §17.5 step 4: read by the manifest-change probes.
                 let changed =
                     *self.policy.grant() != before.0 || self.policy.statuses() != statuses;
-                self.policy_message_seen(changed, "a featureSets/update Request");
                 // §6.7: a reduction takes effect at once (what it revokes is refused either
                 // way), so only an expansion is held: what the host sent before it could
                 // read the receipt is judged under the grant before it too.
@@ -171,6 +174,15 @@ impl Run {
                     |now: &Grant, was: &Grant| !now.capabilities().is_subset(was.capabilities());
                 let expands = grown(self.policy.grant(), &before.0)
                     || grown(self.policy.offered(), &before.1);
+                // §17.5 step 3: a Request only widening (nothing withdrawn, no set made
+                // unavailable) is a policy decision of its own, not the change's receipt.
+                let narrows = grown(&before.0, self.policy.grant())
+                    || grown(&before.1, self.policy.offered())
+                    || statuses
+                        .iter()
+                        .any(|(name, was)| was.is_available() && !self.policy.is_available(name));
+                let widening = receipt && changed && !narrows;
+                self.policy_message_seen(changed, widening, "a featureSets/update Request");
                 if receipt && expands {
                     self.hold_later_receipt(before).await;
                 }
