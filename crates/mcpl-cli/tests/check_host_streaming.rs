@@ -189,22 +189,36 @@ async fn a_correct_streaming_host_passes() {
     assert_eq!(check(&doc, UNASKED)["status"], "skip", "{doc:#}");
 }
 
-/// Each defect of form fails `host.chunks-well-formed`, named: an index gap, a chunk after
-/// the response, a delta that is no string, a chunk naming a request the checker never sent.
+/// Each defect of form fails `host.chunks-well-formed`, named: an index repeated or going
+/// back (the order is lost), a chunk after the response, a delta that is no string, a chunk
+/// naming a request the checker never sent.
 #[tokio::test]
 async fn each_defective_chunk_fails() {
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
         (
-            "gap.json",
+            "repeat.json",
             |id| {
                 [
                     chunk(id, json!(0), json!("O")),
-                    chunk(id, json!(2), json!("K")),
+                    chunk(id, json!(0), json!("K")),
                     result(id, "OK"),
                 ]
                 .concat()
             },
-            "a gap",
+            "index 0 again",
+        ),
+        (
+            "backwards.json",
+            |id| {
+                [
+                    chunk(id, json!(0), json!("O")),
+                    chunk(id, json!(2), json!("K")),
+                    chunk(id, json!(1), json!("")),
+                    result(id, "OK"),
+                ]
+                .concat()
+            },
+            "index 1 again, or out of order",
         ),
         (
             "late.json",
@@ -262,6 +276,113 @@ async fn no_chunk_or_another_text_warns() {
         assert_eq!(c["status"], "warn", "{name}: {doc:#}");
         assert!(c["detail"].as_str().unwrap().contains(said), "{name}: {c}");
     }
+}
+
+/// §11.4 sets no MUST on `index`, and §14.3's chunk index is monotonic, gaps allowed: an
+/// index gap, or a first index other than 0, keeps the order and warns (it failed); the
+/// deltas are still compared with the content.
+#[tokio::test]
+async fn a_gap_or_a_first_index_past_0_warns() {
+    let cases: [Case; 2] = [
+        (
+            "gap.json",
+            |id| {
+                [
+                    chunk(id, json!(0), json!("O")),
+                    chunk(id, json!(2), json!("K")),
+                    result(id, "OK"),
+                ]
+                .concat()
+            },
+            "chunk 2 has index 2, 1 was next: a gap",
+        ),
+        (
+            "from1.json",
+            |id| {
+                [
+                    chunk(id, json!(1), json!("O")),
+                    chunk(id, json!(2), json!("K")),
+                    result(id, "OK"),
+                ]
+                .concat()
+            },
+            "chunk 1 has index 1, 0 was next: a gap",
+        ),
+    ];
+    for (name, script, said) in cases {
+        let doc = streaming_host(name, script).await;
+        let c = check(&doc, WELL_FORMED);
+        assert_eq!(c["status"], "warn", "{name}: {doc:#}");
+        let d = c["detail"].as_str().unwrap();
+        assert!(d.contains(said), "{name}: {d}");
+        assert!(d.contains("joined are the result's content"), "{name}: {d}");
+        assert!(
+            d.contains("increasing") && !d.contains("in order"),
+            "{name}: {d}"
+        );
+    }
+}
+
+/// An integral number written with a fraction (`index: 0.0`, `requestId: 29.0`) is read as
+/// the integer it is and warns, as `host.response-ids-as-sent` reads a response id `2.0`
+/// (JSON-RPC 2.0 §5: the same value); it failed (an index no integer, a chunk of no request).
+#[tokio::test]
+async fn an_integral_number_written_with_a_fraction_is_read_and_warns() {
+    let cases: [Case; 2] = [
+        (
+            "floatidx.json",
+            |id| {
+                [
+                    chunk(id, json!(0.0), json!("O")),
+                    chunk(id, json!(1.0), json!("K")),
+                    result(id, "OK"),
+                ]
+                .concat()
+            },
+            "chunk 1's index 0.0 read as 0",
+        ),
+        (
+            "floatrid.json",
+            |id| {
+                let written = json!(id.as_f64().unwrap());
+                [
+                    chunk(&written, json!(0), json!("O")),
+                    chunk(&written, json!(1), json!("K")),
+                    result(id, "OK"),
+                ]
+                .concat()
+            },
+            ".0 read as",
+        ),
+    ];
+    for (name, script, said) in cases {
+        let doc = streaming_host(name, script).await;
+        let c = check(&doc, WELL_FORMED);
+        assert_eq!(c["status"], "warn", "{name}: {doc:#}");
+        let d = c["detail"].as_str().unwrap();
+        assert!(d.contains(said), "{name}: {d}");
+        assert!(d.contains("joined are the result's content"), "{name}: {d}");
+    }
+}
+
+/// A streamed result with no `content` and no chunk: nothing streamed to judge (the
+/// result's shape is `host.inference-result-shape`'s); it passed, describing "0 chunk(s),
+/// indexes 0 to 0".
+#[tokio::test]
+async fn a_result_with_no_content_and_no_chunk_is_skipped() {
+    let doc = streaming_host("nocontent.json", |id| {
+        line(&json!({ "jsonrpc": "2.0", "id": id, "result": {
+            "text": "OK", "model": "m", "finishReason": "end_turn" } }))
+    })
+    .await;
+    let c = check(&doc, WELL_FORMED);
+    assert_eq!(c["status"], "skip", "{doc:#}");
+    assert!(!c["detail"].as_str().unwrap().contains("indexes"), "{c}");
+    assert_eq!(
+        check(&doc, "host.inference-result-shape")["status"],
+        "fail",
+        "{doc:#}"
+    );
 }
 
 /// Without the streaming leaf the probe stays unstreamed (under `check.infer`); a chunk for

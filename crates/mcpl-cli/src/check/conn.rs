@@ -819,6 +819,14 @@ pub(crate) fn integral_response_id(message: &Value) -> Option<(i64, String)> {
     let Some(Value::Number(n)) = message.get("id") else {
         return None;
     };
+    integral_number(n)
+}
+
+/// [`integral_response_id`]'s rule for one number: the integer `n` names when it is written
+/// with a fraction or an exponent and is, as a value, an integer within 2^53, with `n` as
+/// written; `None` for an integer written as one, a true fraction, or a value past 2^53.
+/// `mcpl check-host` reads an `inference/chunk`'s `requestId` and `index` by it too (§11.4).
+pub(crate) fn integral_number(n: &serde_json::Number) -> Option<(i64, String)> {
     if n.is_i64() || n.is_u64() {
         return None;
     }

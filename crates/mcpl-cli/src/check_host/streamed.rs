@@ -14,13 +14,22 @@
 //! Readings (§11.4 is an example and two sentences, no MUST; where it is silent this reads
 //! it fail closed, as the library host's `ChunkSink` already sends it):
 //!
-//! - **form**: `requestId` is the streamed request's id, `index` an integer counting from 0
-//!   with no gap or repeat, `delta` a string, every chunk before the response and none after
-//!   it (§11.4: the host sends chunks *before* the final response, and chunks *are followed
-//!   by* it; a chunk after it belongs to a request already settled). Each defect fails: a
-//!   server reassembling the stream by `index` and attributing it by `requestId` cannot do
-//!   either with such a chunk. A chunk sent as a Request (with an id) is also
+//! - **form**: `requestId` is the streamed request's id, `index` a non-negative integer
+//!   increasing from chunk to chunk, `delta` a string, every chunk before the response and
+//!   none after it (§11.4: the host sends chunks *before* the final response, and chunks
+//!   *are followed by* it; a chunk after it belongs to a request already settled). Each
+//!   defect fails: a server reassembling the stream by `index` and attributing it by
+//!   `requestId` cannot do either with such a chunk (an index repeated or going back loses
+//!   the order). A chunk sent as a Request (with an id) is also
 //!   `host.notifications-have-no-id`'s, judged there once; its params are judged here.
+//! - **an index gap, or a first index other than 0**, warns: §11.4 sets no MUST on `index`
+//!   (its example starts at 0), and §14.3's chunk index is monotonic with gaps by design;
+//!   the order is kept, so nothing is lost, but a server counting from 0 would wait for
+//!   the missing pieces.
+//! - **an integral number written with a fraction or an exponent** (`index: 0.0`,
+//!   `requestId: 29.0`) is read as the integer it is and warns: the reading
+//!   `host.response-ids-as-sent` makes of a response id `2.0`
+//!   ([`crate::check::conn::integral_number`], one rule; JSON-RPC 2.0 §5: the same value).
 //! - **a chunk for an id the checker never sent** (or with no id in `requestId`) is a chunk
 //!   of no request: it fails, as a response under an id never sent fails
 //!   `host.responses-answer-requests` (JSON-RPC 2.0 §5). It is no chunk for a request that
@@ -38,7 +47,9 @@
 //!   response, which the server reads as authoritative, loses nothing. Fail closed here
 //!   means never passing it: it warns.
 //! - an error answering the streamed probe: the chunks before it are judged for form; with
-//!   none, nothing is judged (skipped).
+//!   none, nothing is judged (skipped). So too a result whose `content` is no text with no
+//!   chunk before it: nothing was streamed, and the result's shape is
+//!   `host.inference-result-shape`'s.
 //!
 //! Bounded: the deltas are joined up to [`JOINED_KEPT`] bytes, the rest counted in length
 //! only (content longer than that is compared by its first [`JOINED_KEPT`] bytes and its
@@ -85,9 +96,11 @@ pub(super) struct Streamed {
     /// Its response came (wire order): a chunk for it from now on is late.
     answered: bool,
     answer: Answer,
-    /// Chunks for the probe (any form), and the index the next one should carry.
+    /// Chunks for the probe (any form).
     chunks: u64,
-    next_index: u64,
+    /// The first index read, and the last one read in order.
+    first_index: Option<u64>,
+    last_index: Option<u64>,
     /// The string deltas joined, the first [`JOINED_KEPT`] bytes, and their length in all.
     joined: String,
     joined_len: u64,
@@ -95,6 +108,11 @@ pub(super) struct Streamed {
     defects: Tally<KEPT>,
     /// Chunks naming no request of the checker's (fails).
     stray: Tally<KEPT>,
+    /// Readings that warn: an index gap, an integral number written with a fraction.
+    readings: Tally<KEPT>,
+    /// Which of the two kinds were read (each says its reason once).
+    gap_read: bool,
+    float_read: bool,
 }
 
 /// Whether `params` (an `inference/request`'s) ask for a stream (`stream: true`, §11.2).
@@ -116,6 +134,20 @@ fn content_text(result: &Value) -> Option<String> {
         ),
         _ => None,
     }
+}
+
+/// A chunk's `index` read as a non-negative integer, with how it was written when it was
+/// written with a fraction or an exponent ([`crate::check::conn::integral_number`]); `None`
+/// when it is no such integer.
+fn index_of(v: &Value) -> Option<(u64, Option<String>)> {
+    let Value::Number(n) = v else {
+        return None;
+    };
+    if let Some(i) = n.as_u64() {
+        return Some((i, None));
+    }
+    let (i, written) = crate::check::conn::integral_number(n)?;
+    Some((u64::try_from(i).ok()?, Some(written)))
 }
 
 impl Streamed {
@@ -159,8 +191,15 @@ impl Streamed {
         self.defects.note(|| capped(said, DESCRIBED_BYTES));
     }
 
-    /// Judges one chunk for the streamed probe (`params`, as sent), in wire order.
-    pub(super) fn chunk(&mut self, params: Option<&Value>) {
+    /// Notes one reading that warns.
+    fn reading(&mut self, said: String) {
+        self.readings.note(|| capped(said, DESCRIBED_BYTES));
+    }
+
+    /// Judges one chunk for the streamed probe (`params`, as sent), in wire order;
+    /// `id_written` is its `requestId` as written when it named the probe's id with a
+    /// fraction or an exponent ([`Run::judge_chunk`]).
+    pub(super) fn chunk(&mut self, params: Option<&Value>, id_written: Option<String>) {
         self.chunks = self.chunks.saturating_add(1);
         let n = self.chunks;
         if self.answered {
@@ -168,21 +207,23 @@ impl Streamed {
                 "chunk {n} came after the response (§11.4: chunks come before it)"
             ));
         }
+        if let Some(written) = id_written {
+            let probe = self.probe.as_ref().map(ToString::to_string);
+            self.float_read = true;
+            self.reading(format!(
+                "chunk {n}'s requestId {written} read as {}",
+                probe.unwrap_or_default()
+            ));
+        }
         match params.and_then(|p| p.get("index")) {
-            Some(v) => match v.as_u64() {
-                Some(i) if i == self.next_index => self.next_index = i.saturating_add(1),
-                Some(i) if i > self.next_index => {
-                    let gap = format!(
-                        "chunk {n} has index {i}, {} was next: a gap",
-                        self.next_index
-                    );
-                    self.defect(gap);
-                    self.next_index = i.saturating_add(1);
+            Some(v) => match index_of(v) {
+                Some((i, written)) => {
+                    if let Some(written) = written {
+                        self.float_read = true;
+                        self.reading(format!("chunk {n}'s index {written} read as {i}"));
+                    }
+                    self.index(n, i);
                 }
-                Some(i) => self.defect(format!(
-                    "chunk {n} has index {i} again, or out of order ({} was next)",
-                    self.next_index
-                )),
                 None => self.defect(format!(
                     "chunk {n}'s index {} is no non-negative integer",
                     excerpt(v)
@@ -206,6 +247,28 @@ impl Streamed {
             )),
             None => self.defect(format!("chunk {n} has no delta")),
         }
+    }
+
+    /// Judges chunk `n`'s index `i` against the one expected next: a gap warns, a repeat or
+    /// an index going back fails.
+    fn index(&mut self, n: u64, i: u64) {
+        let next = match self.last_index {
+            Some(last) if i <= last => {
+                let next = last.saturating_add(1);
+                self.defect(format!(
+                    "chunk {n} has index {i} again, or out of order ({next} was next)"
+                ));
+                return;
+            }
+            Some(last) => last.saturating_add(1),
+            None => 0,
+        };
+        if i > next {
+            self.gap_read = true;
+            self.reading(format!("chunk {n} has index {i}, {next} was next: a gap"));
+        }
+        self.first_index.get_or_insert(i);
+        self.last_index = Some(i);
     }
 
     /// Notes a chunk whose `requestId` (`said`, quoted) names no request of the checker's.
@@ -244,10 +307,75 @@ impl Streamed {
             ));
         }
         if !fails.is_empty() {
+            if let Some(read) = self.readings_said() {
+                fails.push(read);
+            }
             return Some((Status::Fail, fails.join("; ")));
         }
+        let (status, detail) = self.judged()?;
+        Some(match self.readings_said() {
+            Some(read) if status == Status::Pass => (Status::Warn, format!("{detail}; {read}")),
+            Some(read) => (status, format!("{detail}; {read}")),
+            None => (status, detail),
+        })
+    }
+
+    /// The readings that warn, said (`None` when there are none).
+    fn readings_said(&self) -> Option<String> {
+        if self.readings.count() == 0 {
+            return None;
+        }
+        let mut why = Vec::new();
+        if self.gap_read {
+            why.push(
+                "§11.4 sets no MUST on index and §14.3's chunk index is monotonic with gaps: \
+                 the order is kept, yet a server counting from 0 waits for the missing pieces",
+            );
+        }
+        if self.float_read {
+            why.push(
+                "an integer written with a fraction or an exponent is the same value, read as \
+                 host.response-ids-as-sent reads a response id 2.0 (JSON-RPC 2.0 §5), yet \
+                 not as the checker wrote it",
+            );
+        }
+        Some(format!(
+            "{} reading(s) warn: {}{} ({})",
+            self.readings.count(),
+            self.readings.joined(),
+            if self.readings.cut().is_some() {
+                "; …"
+            } else {
+                ""
+            },
+            why.join("; ")
+        ))
+    }
+
+    /// How the chunks' indexes ran, when no defect was noted: `indexes 0 to 3 in order`,
+    /// or `indexes 1 to 4, increasing` (a gap or a start past 0, warned).
+    fn order(&self) -> String {
+        let (first, last) = (
+            self.first_index.unwrap_or_default(),
+            self.last_index.unwrap_or_default(),
+        );
+        if first == 0 && last == self.chunks.saturating_sub(1) {
+            format!("indexes 0 to {last} in order")
+        } else {
+            format!("indexes {first} to {last}, increasing")
+        }
+    }
+
+    /// The verdict when no chunk fails, before the readings that warn.
+    fn judged(&self) -> Option<(Status, String)> {
         self.probe.as_ref()?;
         let n = self.chunks;
+        let late = if self.answered {
+            "all before the response, which came after the probe's timeout (the probe's own \
+             check says so)"
+        } else {
+            "no response came (the probe's own check says so)"
+        };
         Some(match &self.answer {
             Answer::Result(Some(content)) if n == 0 && !content.is_empty() => (
                 Status::Warn,
@@ -261,13 +389,18 @@ impl Streamed {
                 "no chunk before a result with empty content: nothing to stream".to_owned(),
             ),
             Answer::Result(Some(content)) => self.compared(content),
+            Answer::Result(None) if n == 0 => (
+                Status::Skip,
+                "the streamed inference/request's result has no text content and no chunk came \
+                 before it: nothing to judge (host.inference-result-shape judges the result)"
+                    .to_owned(),
+            ),
             Answer::Result(None) => (
                 Status::Pass,
                 format!(
-                    "{n} chunk(s), indexes 0 to {} in order, each a string delta, all before \
-                     the response (its content is no text: not compared, \
-                     host.inference-result-shape judges it)",
-                    n.saturating_sub(1)
+                    "{n} chunk(s), {}, each a string delta, all before the response (its \
+                     content is no text: not compared, host.inference-result-shape judges it)",
+                    self.order()
                 ),
             ),
             Answer::Error(code) if n == 0 => (
@@ -276,7 +409,10 @@ impl Streamed {
             ),
             Answer::Error(code) => (
                 Status::Pass,
-                format!("{n} well-formed chunk(s) before the error {code} answering the request"),
+                format!(
+                    "{n} well-formed chunk(s), {}, before the error {code} answering the request",
+                    self.order()
+                ),
             ),
             Answer::None if n == 0 => (
                 Status::Skip,
@@ -285,9 +421,7 @@ impl Streamed {
             ),
             Answer::None => (
                 Status::Pass,
-                format!(
-                    "{n} well-formed chunk(s); no response came (the probe's own check says so)"
-                ),
+                format!("{n} well-formed chunk(s), {}; {late}", self.order()),
             ),
         })
     }
@@ -302,8 +436,8 @@ impl Streamed {
             .is_some_and(|head| head == kept.as_str());
         let whole = self.joined_len <= JOINED_KEPT as u64;
         let base = format!(
-            "{n} chunk(s), indexes 0 to {} in order, each a string delta, all before the response",
-            n.saturating_sub(1)
+            "{n} chunk(s), {}, each a string delta, all before the response",
+            self.order()
         );
         if same_len && prefix {
             let how = if whole {
@@ -335,11 +469,23 @@ impl Run {
     /// Sorts one `inference/chunk` (`params` as sent) by its `requestId`: the streamed
     /// probe's judged here, another request's of the checker's counted for
     /// `host.chunks-only-when-streamed`, one naming no request of the checker's a defect.
+    ///
+    /// A `requestId` naming an integer with a fraction or an exponent (`29.0`) is read as that
+    /// integer ([`crate::check::conn::integral_number`], as `host.response-ids-as-sent`
+    /// reads a response id), a reading the probe's verdict warns of.
     pub(super) fn judge_chunk(&mut self, params: Option<&Value>) {
         let raw = params.and_then(|p| p.get("requestId"));
-        let id = raw.and_then(RequestId::from_value);
+        let mut written = None;
+        let id = raw.and_then(|v| match v {
+            Value::Number(n) => RequestId::from_value(v).or_else(|| {
+                let (i, as_written) = crate::check::conn::integral_number(n)?;
+                written = Some(as_written);
+                Some(RequestId::from(i))
+            }),
+            _ => RequestId::from_value(v),
+        });
         if self.stream.is_probe(id.as_ref()) {
-            self.stream.chunk(params);
+            self.stream.chunk(params, written);
         } else if id.as_ref().is_some_and(|id| self.integral.was_sent(id)) {
             self.chunks = self.chunks.saturating_add(1);
             if self.first_chunk_for.is_none() {
@@ -383,9 +529,10 @@ mod tests {
     }
 
     fn chunk(s: &mut Streamed, index: Value, delta: Value) {
-        s.chunk(Some(
-            &json!({ "requestId": 7, "index": index, "delta": delta }),
-        ));
+        s.chunk(
+            Some(&json!({ "requestId": 7, "index": index, "delta": delta })),
+            None,
+        );
     }
 
     fn result(s: &mut Streamed, content: &str) {
@@ -408,15 +555,20 @@ mod tests {
     /// Chunks as `(index, delta)`, whether they follow the response, and the defect named.
     type Case<'a> = (&'a [(Value, Value)], bool, &'a str);
 
-    /// §11.4 read fail closed: a gap, a repeat, a non-string delta, a chunk after the
-    /// response each fail, named.
+    /// §11.4 read fail closed: an index going back, a repeat, a non-string delta, a chunk
+    /// after the response each fail, named.
     #[test]
     fn s11_4_each_form_defect_fails() {
-        let cases: [Case; 4] = [
+        let cases: [Case; 5] = [
             (
-                &[(json!(0), json!("a")), (json!(2), json!("b"))],
+                &[(json!(3), json!("a")), (json!(2), json!("b"))],
                 false,
-                "a gap",
+                "index 2 again, or out of order (4 was next)",
+            ),
+            (
+                &[(json!(u64::MAX), json!("a")), (json!(u64::MAX), json!("b"))],
+                false,
+                "again",
             ),
             (
                 &[(json!(0), json!("a")), (json!(0), json!("b"))],
@@ -459,6 +611,47 @@ mod tests {
         let (status, d) = s.verdict().unwrap_or((Status::Skip, String::new()));
         assert_eq!(status, Status::Warn, "{d}");
         assert!(d.contains("not the result's content"), "{d}");
+    }
+
+    /// §11.4 sets no MUST on `index` and §14.3's chunk index allows gaps: a gap, a first
+    /// index past 0, an index written `1.0` each warn, named, the order described as it ran.
+    #[test]
+    fn s11_4_a_gap_a_late_start_or_an_integral_float_warns() {
+        let cases: [(&[Value], &str, &str); 3] = [
+            (
+                &[json!(0), json!(2)],
+                "chunk 2 has index 2, 1 was next: a gap",
+                "0 to 2,",
+            ),
+            (
+                &[json!(1), json!(2)],
+                "chunk 1 has index 1, 0 was next: a gap",
+                "1 to 2,",
+            ),
+            (
+                &[json!(0), json!(1.0)],
+                "chunk 2's index 1.0 read as 1",
+                "0 to 1 in order",
+            ),
+        ];
+        for (indexes, said, order) in cases {
+            let mut s = probe();
+            for (i, d) in indexes.iter().zip(["a", "b"]) {
+                chunk(&mut s, i.clone(), json!(d));
+            }
+            result(&mut s, "ab");
+            let (status, d) = s.verdict().unwrap_or((Status::Skip, String::new()));
+            assert_eq!(status, Status::Warn, "{said}: {d}");
+            assert!(d.contains(said) && d.contains(order), "{said}: {d}");
+            assert!(d.contains("joined are the result's content"), "{said}: {d}");
+        }
+        // A true fraction, or a negative index, is no index.
+        for bad in [json!(0.5), json!(-1.0)] {
+            let mut s = probe();
+            chunk(&mut s, bad, json!("ab"));
+            result(&mut s, "ab");
+            assert_eq!(s.verdict().map(|v| v.0), Some(Status::Fail));
+        }
     }
 
     /// A chunk naming no request of the checker's fails, even with no stream asked.
