@@ -365,6 +365,42 @@ async fn an_integral_number_written_with_a_fraction_is_read_and_warns() {
     }
 }
 
+/// A streamed probe answered after its timeout, then chunks for it (§11.4: chunks come
+/// before the response): the response, read late, still marks the stream answered, and the
+/// chunks after it fail. The host answers when the checker's next request (not a ping)
+/// shows the probe was given up on: no timing.
+#[tokio::test]
+async fn chunks_after_a_response_read_late_fail() {
+    let held: Arc<Mutex<Option<Value>>> = Arc::default();
+    let doc = raw_host("late.json", &STREAMING, move |m| {
+        let mut held = held.lock().unwrap();
+        if m["method"] == "inference/request" && m["params"]["stream"] == true {
+            *held = Some(m["id"].clone());
+            return Some(String::new());
+        }
+        if m["method"] == "ping" {
+            return None;
+        }
+        let id = held.take()?;
+        let deny = json!({ "jsonrpc": "2.0", "id": m["id"],
+                           "error": { "code": -32001, "message": "denied" } });
+        Some(
+            [
+                result(&id, "OK"),
+                chunk(&id, json!(0), json!("OK")),
+                line(&deny),
+            ]
+            .concat(),
+        )
+    })
+    .await;
+    let c = check(&doc, WELL_FORMED);
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    let d = c["detail"].as_str().unwrap();
+    assert!(d.contains("after the response"), "{c}");
+    assert!(!d.contains("no response came"), "{c}");
+}
+
 /// A streamed result with no `content` and no chunk: nothing streamed to judge (the
 /// result's shape is `host.inference-result-shape`'s); it passed, describing "0 chunk(s),
 /// indexes 0 to 0".

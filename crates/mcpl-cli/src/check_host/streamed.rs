@@ -21,7 +21,9 @@
 //!   defect fails: a server reassembling the stream by `index` and attributing it by
 //!   `requestId` cannot do either with such a chunk (an index repeated or going back loses
 //!   the order). A chunk sent as a Request (with an id) is also
-//!   `host.notifications-have-no-id`'s, judged there once; its params are judged here.
+//!   `host.notifications-have-no-id`'s, judged there once; its params are judged here. A
+//!   response read at any point of the run, the probe's own after its timeout included,
+//!   marks the stream answered at its wire position.
 //! - **an index gap, or a first index other than 0**, warns: §11.4 sets no MUST on `index`
 //!   (its example starts at 0), and §14.3's chunk index is monotonic with gaps by design;
 //!   the order is kept, so nothing is lost, but a server counting from 0 would wait for

@@ -110,7 +110,14 @@ impl Run {
             return Ok(Some(o));
         }
         self.popped_under = None;
-        tokio::time::timeout_at(deadline, self.incoming.recv_ordered()).await
+        let read = tokio::time::timeout_at(deadline, self.incoming.recv_ordered()).await;
+        // Its wire position, whoever reads it (the streamed probe's own answer read after its
+        // timeout included): a chunk read after it is late (§11.4). A response a hold read
+        // first was noted there.
+        if let Ok(Some(Ordered::Response(r))) = &read {
+            self.stream.response_came(r.id.as_ref());
+        }
+        read
     }
 
     /// The reply of a settled call, noting a closed connection, and on a timeout the
@@ -307,6 +314,23 @@ impl Run {
         reply
     }
 
+    /// Gives up on the streamed probe `id` at its deadline as [`Peer::forget`] would (the
+    /// cancellation it sends, sent here), but still awaiting its answer in wire order: read
+    /// late, by whatever loop reads next ([`Self::ordered_until`]), it marks the stream
+    /// answered at its position, so a chunk after it is judged late (§11.4). Forgotten, it
+    /// came as a diagnostic, out of wire order, and the chunks after it passed. One id,
+    /// the peer's `in_order` set holds it until the run ends.
+    ///
+    /// [`Peer::forget`]: mcpl::peer::Peer::forget
+    async fn give_up_streamed(&mut self, id: &RequestId) {
+        let params = serde_json::json!({ "requestId": id.to_value(), "reason": "timed out" });
+        // A failed send is the connection's, noted where the next read finds it closed.
+        let _ = self
+            .peer
+            .notify_raw("notifications/cancelled", Some(params))
+            .await;
+    }
+
     /// [`Self::call_paired`] once its refusal data is noted.
     async fn call_paired_sent(&mut self, method: &str, params: Value, bound: Duration) -> Reply {
         // Both go out with `send_request`: their answers come through `recv_ordered` at their
@@ -344,9 +368,8 @@ impl Run {
                 Ok(Some(Ordered::Response(r))) => {
                     let outcome = r.outcome.map_err(PeerError::Remote);
                     if r.id.as_ref() == Some(&first_id) {
-                        // Its wire position: a chunk read after it is late (§11.4).
-                        self.stream.response_came(r.id.as_ref());
-                        // What the host sends before the ping's answer is handled as it comes;
+                        // Its wire position was noted as it was read (§11.4,
+                        // [`Self::ordered_until`]). What the host sends before the ping's answer is handled as it comes;
                         // the probe is judged as the run stood when its answer came (§6.7).
                         let now = self.popped_under.take();
                         under = Some(now.unwrap_or_else(|| self.snapshot()));
@@ -370,7 +393,11 @@ impl Run {
                     let now = Instant::now();
                     self.settle_invalid(&first_id, ping_id.as_ref(), &mut answer, &mut pong);
                     if answer.is_none() && now >= first_deadline {
-                        self.peer.forget(&first_id, "timed out");
+                        if streamed {
+                            self.give_up_streamed(&first_id).await;
+                        } else {
+                            self.peer.forget(&first_id, "timed out");
+                        }
                         answer = Some(self.timeout());
                     }
                     if pong.is_none() && now >= ping_deadline {
