@@ -29,9 +29,9 @@ fn report_path(name: &str) -> PathBuf {
     dir.join(name)
 }
 
-/// The checker's bound with these flags (`23 × 1 + 1 + 0` s) and a margin for a loaded
+/// The checker's bound with these flags (`24 × 1 + 1 + 0` s) and a margin for a loaded
 /// machine: only a hung checker reaches it.
-const GUARD: Duration = Duration::from_secs(23 + 1 + 60);
+const GUARD: Duration = Duration::from_secs(24 + 1 + 60);
 
 fn line(v: &Value) -> String {
     format!("{v}\n")

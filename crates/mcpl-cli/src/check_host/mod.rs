@@ -214,14 +214,15 @@ impl Bounds {
     /// | the inference probe | `--inference-timeout` when granted, else 1 step |
     /// | the `channels/list` before the manifest changes | [`manifest_change::LIST_STEPS`] (1) step |
     /// | the manifest-change probes | [`manifest_change::PHASE_STEPS`] (3) steps in all |
-    /// | later policy receipts, each behind a ping round trip (§6.7) | half a step (and 1 s) in all |
+    /// | later policy receipts, and `mcpl/manifest` answers changing the advertisement, each held behind a ping round trip (§6.7, §17.5) | up to half a step (at most 1 s) each, 16 times that in all (`Run::hold_left`): 8 steps, or 16 s once a step is over 2 s, taken within the phases above |
     /// | listening | `--watch` |
     ///
-    /// That is 21 and a half steps, the inference (at least 1 step) and the watch. A host that keeps
-    /// sending requests while the checker waits adds the time their answers take to write
-    /// (each under the write timeout, which closes the connection when it fires), so the
-    /// session is cut at 22 steps, the inference and the watch whatever the host does, the
-    /// report then saying where it stood.
+    /// That is 21 steps, the inference (at least 1 step) and the watch, and the holds on top.
+    /// The holds, and a host that keeps sending requests while the checker waits (the time
+    /// their answers take to write, each under the write timeout, which closes the
+    /// connection when it fires), can take more than the one step left, so the session is
+    /// cut at 22 steps, the inference and the watch whatever the host does, the report then
+    /// saying where it stood (the phases not reached are said so).
     fn session(&self) -> Duration {
         self.step.saturating_mul(22) + self.infer + self.watch
     }
