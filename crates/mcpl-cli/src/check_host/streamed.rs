@@ -656,6 +656,26 @@ mod tests {
         }
     }
 
+    /// Chunks before a response read only after the probe's timeout: well formed, and the
+    /// verdict says the response came (late), not that none came; with none read, it says so.
+    #[test]
+    fn s11_4_chunks_before_a_late_response_say_it_came() {
+        for late in [true, false] {
+            let mut s = probe();
+            chunk(&mut s, json!(0), json!("OK"));
+            if late {
+                s.response_came(RequestId::from_value(&json!(7)).as_ref());
+            }
+            s.replied(&Reply::Timeout {
+                note: String::new(),
+            });
+            let (status, d) = s.verdict().unwrap_or((Status::Skip, String::new()));
+            assert_eq!(status, Status::Pass, "{d}");
+            assert_eq!(d.contains("came after the probe's timeout"), late, "{d}");
+            assert_eq!(d.contains("no response came"), !late, "{d}");
+        }
+    }
+
     /// A chunk naming no request of the checker's fails, even with no stream asked.
     #[test]
     fn a_chunk_of_no_request_fails_with_no_stream_asked() {
