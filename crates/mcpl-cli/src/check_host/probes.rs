@@ -758,7 +758,9 @@ impl Run {
             (Some(true), Reply::Error(e)) if REFUSAL.contains(&e.code) => (
                 Status::Fail,
                 format!(
-                    "the policy allows {set}, yet the request was refused {}",
+                    "the policy allows {set}, yet the request was refused {} (sent after the \
+                     receipt was written; a host that activates a grant only some time after \
+                     reading its receipt, §6.7, shows the same on the wire)",
                     e.code
                 ),
                 None,
