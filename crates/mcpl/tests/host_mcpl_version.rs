@@ -318,6 +318,7 @@ async fn s5_1_an_experimental_member_that_is_no_object_is_reported_and_served_as
                         code: "experimental_not_object",
                         path,
                         message,
+                        ..
                     } => Some((path, message)),
                     _ => None,
                 })

@@ -192,12 +192,14 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
                 value: id.clone(),
             },
         ),
+        // Under the finding's own section, the one `mcpl validate` gives it.
         HostDiagnostic::ManifestFinding {
             code,
+            section,
             path,
             message,
         } => (
-            m(code, "§17.5", format!("{path}: {message}")),
+            m(code, section, format!("{path}: {message}")),
             About::Nothing,
         ),
         HostDiagnostic::ManifestDefect { code, message } => {

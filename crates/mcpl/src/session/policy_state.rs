@@ -480,14 +480,22 @@ pub(crate) fn finding_diagnostics(
         .take(listed)
         .map(|f| HostDiagnostic::ManifestFinding {
             code: f.code,
+            section: f.section,
             path: f.path.clone(),
             message: f.message.clone(),
         })
         .collect();
     let more = findings.len().saturating_sub(listed);
     if more > 0 {
+        // Under the section of the worst of those not listed, as `findings_not_kept`.
+        let section = findings
+            .iter()
+            .skip(listed)
+            .min_by_key(|f| f.severity)
+            .map_or("§17.5", |f| f.section);
         d.push(HostDiagnostic::ManifestFinding {
             code: "findings_not_listed",
+            section,
             path: String::new(),
             message: format!("… and {more} more not listed"),
         });

@@ -183,6 +183,9 @@ pub enum HostDiagnostic {
     ManifestFinding {
         /// Finding code.
         code: &'static str,
+        /// The section that decides it, as `mcpl validate` gives it
+        /// ([`crate::manifest::review::Finding::section`]), e.g. `§5.1`.
+        section: &'static str,
         /// Dotted path.
         path: String,
         /// Message.

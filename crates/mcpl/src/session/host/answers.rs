@@ -353,7 +353,12 @@ impl HostState {
              plain MCP (§3.3)"
         );
         let reason = McpOnlyReason::OtherVersion(text);
-        self.served_as_mcp(caps, reason, ("unsupported_version", "version"), message);
+        self.served_as_mcp(
+            caps,
+            reason,
+            ("unsupported_version", "§5.1", "version"),
+            message,
+        );
     }
 
     /// A server whose manifest has no `version`: reported as the `missing_version` finding
@@ -362,7 +367,12 @@ impl HostState {
         let message = "the manifest has no `version` (App. B.3 requires one; add \
                        \"version\": \"0.5\"): the server is served as plain MCP (§3.3)";
         let reason = McpOnlyReason::Unversioned;
-        self.served_as_mcp(caps, reason, ("missing_version", "version"), message.into());
+        self.served_as_mcp(
+            caps,
+            reason,
+            ("missing_version", "§5.1", "version"),
+            message.into(),
+        );
     }
 
     /// A server whose manifest declares more feature sets than
@@ -379,7 +389,7 @@ impl HostState {
         self.served_as_mcp(
             caps,
             reason,
-            ("too_many_feature_sets", "featureSets"),
+            ("too_many_feature_sets", "§6.1", "featureSets"),
             message,
         );
     }
@@ -395,7 +405,7 @@ impl HostState {
              server is served as plain MCP (§3.3)"
         );
         let reason = McpOnlyReason::NotAnObject(text);
-        self.served_as_mcp(caps, reason, ("manifest_not_object", ""), message);
+        self.served_as_mcp(caps, reason, ("manifest_not_object", "§5.1", ""), message);
     }
 
     /// A server whose `capabilities.experimental` is there and no object (MCP gives it as an
@@ -419,6 +429,7 @@ impl HostState {
         );
         self.diag(HostDiagnostic::ManifestFinding {
             code: "experimental_not_object",
+            section: "§5.1",
             path: "capabilities.experimental".into(),
             message,
         });
@@ -429,11 +440,12 @@ impl HostState {
         &mut self,
         caps: &Value,
         reason: McpOnlyReason,
-        (code, path): (&'static str, &str),
+        (code, section, path): (&'static str, &'static str, &str),
         message: String,
     ) {
         self.diag(HostDiagnostic::ManifestFinding {
             code,
+            section,
             path: path.into(),
             message,
         });

@@ -447,8 +447,10 @@ impl HostState {
                          \"0.5\": only its removals were applied (§17.5)"
                     );
                     let path = "version".into();
+                    // The section `validate` gives a missing or other `version`.
                     self.diag(HostDiagnostic::ManifestFinding {
                         code,
+                        section: "§5.1",
                         path,
                         message,
                     });

@@ -26,13 +26,19 @@ fn fetched(version: Option<Value>) -> Value {
     m
 }
 
+/// The codes of the `version` findings reported; each carries §5.1, the section
+/// `review::validate` (so `mcpl validate`) gives a missing or other `version`.
 fn version_findings(p: &Pair) -> Vec<&'static str> {
     p.host_out
         .iter()
         .filter_map(|o| match o {
-            HostOutput::Diagnostic(HostDiagnostic::ManifestFinding { code, path, .. })
-                if path == "version" =>
-            {
+            HostOutput::Diagnostic(HostDiagnostic::ManifestFinding {
+                code,
+                section,
+                path,
+                ..
+            }) if path == "version" => {
+                assert_eq!(*section, "§5.1", "{code}");
                 Some(*code)
             }
             _ => None,

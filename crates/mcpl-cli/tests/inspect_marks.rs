@@ -1,0 +1,159 @@
+//! `mcpl inspect`'s log marks the frame each refusal and diagnostic of the host is about,
+//! an entry of a batch too (JSON-RPC 2.0 §6), under the section that decides it; and the
+//! REPL says what the wire carried. Every wait is bounded (the event stream, the
+//! inspector's own deadlines), never a sleep.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+mod inspect_support;
+use inspect_support::{Inspect, BIN, WAIT};
+
+/// A manifest with two findings `mcpl validate` places outside §17: `tools` inside
+/// `experimental.mcpl` (§5.1) and a tag of a facet RFC-001 does not name (§16.4); a feature
+/// set that may push and one whose `uses` lacks `pushEvents`.
+fn manifest() -> Value {
+    json!({ "version": "0.5", "pushEvents": true, "tools": {},
+        "featureSets": {
+            "h.push": { "description": "p", "uses": ["pushEvents"],
+                "tagOntology": { "tags": { "h:reminder": { "desc": "r", "facet": "kind" } } } },
+            "h.other": { "description": "o", "uses": ["tools"] } } })
+}
+
+fn push(id: u64, feature_set: &str, event_id: &str) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "method": "push/event", "params": {
+        "featureSet": feature_set, "eventId": event_id, "timestamp": "2026-01-01T00:00:00Z",
+        "payload": { "content": [{ "type": "text", "text": event_id }] } } })
+}
+
+/// A server advertising `manifest`: answers every request (`{}` past the handshake), and
+/// after answering the first policy writes the lines of `after_policy`.
+fn server(listener: std::net::TcpListener, manifest: Value, after_policy: Vec<Value>) {
+    let (stream, _) = listener.accept().unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    let mut after_policy = Some(after_policy);
+    while reader.read_line(&mut line).unwrap_or(0) > 0 {
+        let msg: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        line.clear();
+        let (Some(id), Some(method)) = (msg.get("id"), msg["method"].as_str()) else {
+            continue;
+        };
+        let result = match method {
+            "initialize" => json!({ "protocolVersion": "2025-06-18",
+                "capabilities": { "tools": {}, "experimental": { "mcpl": manifest } },
+                "serverInfo": { "name": "scripted", "version": "1" } }),
+            "featureSets/update" => json!({ "accepted": true }),
+            "mcpl/manifest" => manifest.clone(),
+            "tools/list" => json!({ "tools": [] }),
+            _ => json!({}),
+        };
+        let reply = json!({ "jsonrpc": "2.0", "id": id, "result": result });
+        writeln!(writer, "{reply}").unwrap();
+        if method == "featureSets/update" {
+            for line in after_policy.take().into_iter().flatten() {
+                writeln!(writer, "{line}").unwrap();
+            }
+        }
+    }
+}
+
+/// [`server`] of [`manifest`] writing, after the policy, one batch of three pushes: one
+/// the host takes, one under a set the manifest does not declare (§6.6, answered -32003),
+/// one under a set whose `uses` lacks `pushEvents` (§6.4, refused -32002 and diagnosed
+/// `declaration_mismatch`).
+fn batch_server(listener: std::net::TcpListener) {
+    let batch = json!([
+        push(200, "h.push", "b1"),
+        push(201, "nope.undeclared", "b2"),
+        push(202, "h.other", "b3")
+    ]);
+    server(listener, manifest(), vec![batch]);
+}
+
+/// `(rule, section, entry)` of each mark of a log entry.
+fn marks(e: &Value) -> Vec<(String, String, Option<u64>)> {
+    e["marks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            (
+                m["rule"].as_str().unwrap_or("").to_owned(),
+                m["section"].as_str().unwrap_or("").to_owned(),
+                m["entry"].as_u64(),
+            )
+        })
+        .collect()
+}
+
+/// Manifest findings at `initialize` were all marked §17.5 (no §17 change involved) while
+/// `mcpl validate` gives each its own section (§5.1, §16.4 here). Now the log gives each
+/// finding the section validate gives it.
+#[test]
+fn manifest_findings_are_marked_under_the_section_validate_gives() {
+    let mut validate = Command::new(BIN)
+        .args(["validate", "--json", "--manifest", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    validate
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(manifest().to_string().as_bytes())
+        .unwrap();
+    let out = validate.wait_with_output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sections: Vec<(String, String)> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let s = |k: &str| f[k].as_str().unwrap_or("").to_owned();
+            (s("code"), s("section"))
+        })
+        .collect();
+    for code in ["tools_inside_mcpl", "unnamed_facet"] {
+        assert!(
+            sections.iter().any(|(c, s)| c == code && s != "§17.5"),
+            "{code}: {report}"
+        );
+    }
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || batch_server(listener));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    let deadline = Instant::now() + WAIT;
+    let logged = loop {
+        let page = insp.get("/api/log?dir=host&limit=500");
+        let logged: Vec<(String, String)> = page["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["kind"] == "diagnostic")
+            .flat_map(|e| marks(e).into_iter().map(|(r, s, _)| (r, s)))
+            .filter(|(r, _)| sections.iter().any(|(c, _)| c == r))
+            .collect();
+        if logged.len() >= sections.len() {
+            break logged;
+        }
+        if events.next(deadline).is_none() {
+            panic!("the findings are not all logged within {WAIT:?}: {page}");
+        }
+    };
+    for (code, section) in &sections {
+        assert!(
+            logged.iter().any(|(r, s)| r == code && s == section),
+            "{code} under {section}, as validate gives it: {logged:?}"
+        );
+    }
+}
