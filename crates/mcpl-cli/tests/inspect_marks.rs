@@ -157,3 +157,84 @@ fn manifest_findings_are_marked_under_the_section_validate_gives() {
         );
     }
 }
+
+/// `hook TEXT` without `observe` granted: the library sends `userMessage: null` (§10.1),
+/// but the REPL's result showed the typed text in `params.userMessage`. Now it shows what
+/// the frame carried and says the text was withheld; granted, the text is sent and shown.
+#[test]
+fn the_hook_result_shows_the_user_message_the_wire_carried() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hooked = json!({ "version": "0.5",
+        "contextHooks": { "beforeInference": { "observe": true, "inject": { "beforeUser": true } } },
+        "featureSets": { "h.hook": { "description": "h", "uses": [
+            "contextHooks.beforeInference.inject.beforeUser",
+            "contextHooks.beforeInference.observe"] } } });
+    std::thread::spawn(move || server(listener, hooked, Vec::new()));
+    let mut child = Command::new(BIN)
+        .args(["inspect", "--repl", "--json", "--timeout", "5"])
+        .arg(format!("tcp://{addr}"))
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        "grant contextHooks.*.*.*\nhook hello\nlog 40\n\
+         grant contextHooks.*.*.* contextHooks.*.*\nhook again\nlog 40\nquit"
+    )
+    .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let results: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .filter(|v: &Value| v.get("command").is_some())
+        .collect();
+    let of = |cmd: &str| -> Vec<&Value> {
+        results
+            .iter()
+            .filter(|r| r["command"] == cmd)
+            .map(|r| &r["result"])
+            .collect()
+    };
+    let (hooks, logs) = (of("hook"), of("log"));
+    assert_eq!((hooks.len(), logs.len()), (2, 2), "{results:?}");
+    // The `userMessage` of the `context/beforeInference` frame the host sent for a turn.
+    let sent = |log: &Value, inference_id: &Value| -> Value {
+        let frame = log
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| {
+                e["dir"] == "sent"
+                    && e["method"] == "context/beforeInference"
+                    && e["preview"]
+                        .as_str()
+                        .is_some_and(|p| p.contains(&inference_id.to_string()))
+            })
+            .unwrap_or_else(|| panic!("the fan-out frame of {inference_id}: {log}"));
+        let text: Value = serde_json::from_str(frame["preview"].as_str().unwrap())
+            .unwrap_or_else(|e| panic!("a whole frame in the preview: {e}: {frame}"));
+        text["params"]["userMessage"].clone()
+    };
+    let (withheld, granted) = (hooks[0], hooks[1]);
+    assert_eq!(sent(logs[0], &withheld["inferenceId"]), Value::Null);
+    assert_eq!(withheld["params"]["userMessage"], Value::Null, "{withheld}");
+    assert!(
+        withheld["userMessageWithheld"]
+            .as_str()
+            .is_some_and(|w| w.contains("contextHooks.beforeInference.observe")),
+        "{withheld}"
+    );
+    assert_eq!(sent(logs[1], &granted["inferenceId"]), json!("again"));
+    assert_eq!(
+        granted["params"]["userMessage"],
+        json!("again"),
+        "{granted}"
+    );
+    assert!(granted.get("userMessageWithheld").is_none(), "{granted}");
+}

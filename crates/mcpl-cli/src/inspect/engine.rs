@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, oneshot, watch};
 
 use super::kept::{bound_bytes, push_bounded};
-use super::log::{Dir, Kind, Log, MAX_KEPT_FRAME};
+use super::log::{Dir, Kind, Log, Unit, MAX_KEPT_FRAME};
 use super::rules::{self, About};
 use crate::check::Target;
 
@@ -752,36 +752,39 @@ impl Engine {
             // server's request and a response to the host share no id space.
             // Of those, the newest the same rule has not marked yet: two diagnostics of one
             // rule handled after both their frames were logged mark both.
-            let mark_latest = |log: &mut Log, pred: &dyn Fn(&super::log::Entry) -> bool| {
-                log.mark_fresh(|e| e.generation == generation && pred(e), mark.clone())
+            // A frame, or an entry of a batch (JSON-RPC 2.0 §6): the mark then names it.
+            let mark_latest = |log: &mut Log, pred: &dyn Fn(&Unit<'_>) -> bool| {
+                log.mark_fresh(|u| u.generation == generation && pred(u), mark.clone())
             };
-            let of_method = |e: &super::log::Entry, m: &str| {
-                matches!(e.kind, Kind::Request | Kind::Notification)
-                    && e.method.as_deref() == Some(m)
+            let of_method = |u: &Unit<'_>, m: &str| {
+                matches!(u.kind, Kind::Request | Kind::Notification) && u.method == Some(m)
             };
             match &about {
                 About::Method(m) => {
-                    mark_latest(&mut log, &|e| of_method(e, m));
+                    mark_latest(&mut log, &|u| of_method(u, m));
                 }
                 About::MethodNaming { method: m, value } => {
                     let named = Value::String(value.clone()).to_string();
-                    if !mark_latest(&mut log, &|e| of_method(e, m) && e.text.contains(&named)) {
-                        mark_latest(&mut log, &|e| of_method(e, m));
+                    if !mark_latest(&mut log, &|u| of_method(u, m) && u.text.contains(&named)) {
+                        mark_latest(&mut log, &|u| of_method(u, m));
                     }
                 }
                 About::Id(id) => {
-                    mark_latest(&mut log, &|e| e.id.as_deref() == Some(id.as_str()));
+                    mark_latest(&mut log, &|u| u.id == Some(id.as_str()));
                 }
                 About::Request(id) => {
-                    mark_latest(&mut log, &|e| {
-                        e.kind == Kind::Request && e.id.as_deref() == Some(id.as_str())
+                    mark_latest(&mut log, &|u| {
+                        u.kind == Kind::Request && u.id == Some(id.as_str())
                     });
                 }
                 About::Response { id, stray } => {
                     log.mark_response(generation, id, *stray, mark.clone());
                 }
                 About::Junk => {
-                    mark_latest(&mut log, &|e| e.kind == Kind::Junk);
+                    mark_latest(&mut log, &|u| u.kind == Kind::Junk);
+                }
+                About::Batch => {
+                    log.mark_batch(generation, mark.clone());
                 }
                 About::Nothing => {}
             }

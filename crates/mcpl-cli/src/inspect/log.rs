@@ -40,6 +40,9 @@ pub const MAX_PAGE: usize = 500;
 pub const PREVIEW_CHARS: usize = 240;
 /// How far back (in entries) a diagnostic or an error answer looks for the frame it is about.
 const MARK_SEARCH: usize = 4096;
+/// How many received frames and batch entries, newest first, a diagnostic or an error
+/// answer looks at within [`MARK_SEARCH`] (batches of 1,024 entries would make it millions).
+const MARK_SEARCH_UNITS: usize = 4 * MARK_SEARCH;
 /// Most requests of the host the log remembers as unanswered, to tell a response that
 /// answers one from a stray (past it the oldest is forgotten, and no response of that
 /// connection is called a stray any more: one may answer a forgotten request).
@@ -116,8 +119,61 @@ pub struct Entry {
     pub text: String,
     /// Whether `text` was cut.
     pub truncated: bool,
-    /// The rules the host applied to it.
+    /// The rules the host applied to it (on a batch, each naming the entry it is about).
     pub marks: Vec<Mark>,
+    /// A batch's entries as their heads read, the first [`MAX_PARTS`] of them, in order;
+    /// empty for any other frame.
+    pub parts: Vec<Part>,
+}
+
+/// One entry of a batch frame (JSON-RPC 2.0 §6), as its head reads.
+#[derive(Debug, Clone)]
+pub struct Part {
+    /// What it is (a request, a notification, a response, an error; junk when its head
+    /// cannot be read).
+    pub kind: Kind,
+    /// The JSON-RPC method, when it names one (cut at 256 bytes).
+    pub method: Option<String>,
+    /// The JSON-RPC id as compact JSON (cut at 256 bytes), when it has one.
+    pub id: Option<String>,
+    /// Where its text lies in the frame's text (byte offsets; past the kept text when the
+    /// frame was cut).
+    span: (usize, usize),
+}
+
+/// What a mark is put on: a frame, or one entry of a batch frame.
+#[derive(Debug, Clone, Copy)]
+pub struct Unit<'a> {
+    /// The connection of its frame.
+    pub generation: u64,
+    /// Who its frame is from.
+    pub dir: Dir,
+    /// What it is.
+    pub kind: Kind,
+    /// Its method.
+    pub method: Option<&'a str>,
+    /// Its id (compact JSON).
+    pub id: Option<&'a str>,
+    /// Its kept text (an entry's, within the frame's kept text).
+    pub text: &'a str,
+    /// Its index in the batch, for an entry of one.
+    pub entry: Option<usize>,
+    /// The marks already on it.
+    marks: &'a [Mark],
+}
+
+impl Unit<'_> {
+    /// Whether a mark of `rule` is on it already.
+    fn marked(&self, rule: &str) -> bool {
+        self.marks
+            .iter()
+            .any(|m| m.rule == rule && m.entry == self.entry)
+    }
+
+    /// Whether any mark on it passes `pred`.
+    fn any_mark(&self, pred: impl Fn(&Mark) -> bool) -> bool {
+        self.marks.iter().any(|m| m.entry == self.entry && pred(m))
+    }
 }
 
 impl Entry {
@@ -144,6 +200,52 @@ impl Entry {
             self.marks.push(mark);
         }
     }
+
+    /// What marks are put on, oldest first: the frame itself, or, for a batch whose entries
+    /// were read, each entry.
+    pub fn units(&self) -> impl DoubleEndedIterator<Item = Unit<'_>> {
+        let unit = move |kind, method, id, text, entry: Option<usize>| Unit::<'_> {
+            generation: self.generation,
+            dir: self.dir,
+            kind,
+            method,
+            id,
+            text,
+            entry,
+            marks: &self.marks,
+        };
+        let whole = self.parts.is_empty().then(|| {
+            unit(
+                self.kind,
+                self.method.as_deref(),
+                self.id.as_deref(),
+                self.text.as_str(),
+                None,
+            )
+        });
+        let parts = self.parts.iter().enumerate().map(move |(i, p)| {
+            let (start, end) = p.span;
+            let end = end.min(self.text.len());
+            let text = self.text.get(start.min(end)..end).unwrap_or("");
+            unit(p.kind, p.method.as_deref(), p.id.as_deref(), text, Some(i))
+        });
+        whole.into_iter().chain(parts)
+    }
+
+    /// What it holds against the log's byte bound: its kept text and its batch entries'
+    /// heads.
+    fn cost(&self) -> usize {
+        self.text.len()
+            + self
+                .parts
+                .iter()
+                .map(|p| {
+                    std::mem::size_of::<Part>()
+                        + p.method.as_ref().map_or(0, String::len)
+                        + p.id.as_ref().map_or(0, String::len)
+                })
+                .sum::<usize>()
+    }
 }
 
 /// The head of a frame: what the log reads from it, whatever its size. The tap hands the
@@ -155,12 +257,99 @@ struct Head<'a> {
     method: Option<String>,
     #[serde(borrow)]
     id: Option<&'a RawValue>,
-    result: Option<IgnoredAny>,
     error: Option<ErrorHead>,
 }
 
 /// Most bytes of an id (or method) an entry keeps.
 const MAX_ID: usize = 256;
+
+/// Most entries of one batch frame whose heads the log reads (the library's peer refuses
+/// a longer batch whole, `DEFAULT_MAX_BATCH_ENTRIES`); the rest are skipped unread.
+pub const MAX_PARTS: usize = mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES;
+
+/// The entries of a batch as raw text, the first [`MAX_PARTS`] kept, the rest skipped.
+struct RawParts<'a>(Vec<&'a RawValue>);
+
+impl<'de> Deserialize<'de> for RawParts<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = RawParts<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON array")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<RawParts<'de>, A::Error> {
+                let mut kept = Vec::new();
+                loop {
+                    if kept.len() < MAX_PARTS {
+                        match seq.next_element::<&'de RawValue>()? {
+                            Some(raw) => kept.push(raw),
+                            None => break,
+                        }
+                    } else if seq.next_element::<IgnoredAny>()?.is_none() {
+                        break;
+                    }
+                }
+                Ok(RawParts(kept))
+            }
+        }
+        d.deserialize_seq(Visit)
+    }
+}
+
+/// A head's kind: a request has a method and an id, a notification a method only, else
+/// a response (an error one when it has `error`).
+fn head_kind(h: &Head<'_>) -> Kind {
+    match (&h.method, &h.id, &h.error) {
+        (Some(_), Some(_), _) => Kind::Request,
+        (Some(_), None, _) => Kind::Notification,
+        (None, _, Some(_)) => Kind::Error,
+        (None, _, None) => Kind::Response,
+    }
+}
+
+/// Reads the entries of batch frame `text`: each one's head, and the error (code, message)
+/// of each error response. Empty when `text` is no JSON array (it is then junk to the peer).
+fn read_parts(text: &str) -> Vec<(Part, Option<(i64, String)>)> {
+    let Ok(RawParts(raws)) = serde_json::from_str::<RawParts<'_>>(text) else {
+        return Vec::new();
+    };
+    let base = text.as_ptr() as usize;
+    raws.into_iter()
+        .map(|raw| {
+            let start = (raw.get().as_ptr() as usize).saturating_sub(base);
+            let span = (start, start + raw.get().len());
+            match serde_json::from_str::<Head<'_>>(raw.get()) {
+                Ok(h) => {
+                    let kind = head_kind(&h);
+                    let error = h
+                        .error
+                        .as_ref()
+                        .map(|e| (e.code.unwrap_or(0), e.message.clone().unwrap_or_default()));
+                    let part = Part {
+                        kind,
+                        method: h.method.as_deref().map(|m| cut(m, MAX_ID).to_owned()),
+                        id: h.id.map(id_text),
+                        span,
+                    };
+                    (part, error)
+                }
+                Err(_) => (
+                    Part {
+                        kind: Kind::Junk,
+                        method: None,
+                        id: None,
+                        span,
+                    },
+                    None,
+                ),
+            }
+        })
+        .collect()
+}
 
 /// An id as compact JSON, at most [`MAX_ID`] bytes: a string or a number as JSON writes it,
 /// anything else (no JSON-RPC id, never parsed) as its text.
@@ -282,12 +471,12 @@ impl Log {
     fn push(&mut self, mut e: Entry) -> u64 {
         self.next_seq += 1;
         e.seq = self.next_seq;
-        self.text_bytes += e.text.len();
+        self.text_bytes += e.cost();
         self.entries.push_back(e);
         while self.entries.len() > MAX_ENTRIES || self.text_bytes > MAX_TEXT_BYTES {
             match self.entries.pop_front() {
                 Some(old) => {
-                    self.text_bytes -= old.text.len();
+                    self.text_bytes -= old.cost();
                     self.evicted += 1;
                 }
                 None => break,
@@ -297,7 +486,9 @@ impl Log {
     }
 
     /// Records one frame as the tap saw it and returns what was read from its head. An error
-    /// response the host sent marks the request it answers with the Appendix A rule.
+    /// response the host sent marks the request it answers with the Appendix A rule; one
+    /// inside a batch the host sent too, and a request inside a batch it received is marked
+    /// as an entry of that batch.
     pub fn record_frame(
         &mut self,
         generation: u64,
@@ -306,7 +497,14 @@ impl Log {
         text: &str,
     ) -> FrameInfo {
         let trimmed = text.trim_start();
+        let mut parts = Vec::new();
         let info = if trimmed.starts_with('[') {
+            for (part, error) in read_parts(text) {
+                if let (Dir::Sent, Some((code, message)), Some(id)) = (dir, &error, &part.id) {
+                    self.mark_request(generation, id, rules::error_mark(*code, message));
+                }
+                parts.push(part);
+            }
             FrameInfo {
                 kind: Some(Kind::Batch),
                 ..FrameInfo::default()
@@ -314,12 +512,7 @@ impl Log {
         } else {
             match serde_json::from_str::<Head>(text) {
                 Ok(h) => {
-                    let kind = match (&h.method, &h.id, &h.error, &h.result) {
-                        (Some(_), Some(_), _, _) => Kind::Request,
-                        (Some(_), None, _, _) => Kind::Notification,
-                        (None, _, Some(_), _) => Kind::Error,
-                        (None, _, None, _) => Kind::Response,
-                    };
+                    let kind = head_kind(&h);
                     if let (Dir::Sent, Kind::Error, Some(id), Some(err)) =
                         (dir, kind, &h.id, &h.error)
                     {
@@ -341,7 +534,26 @@ impl Log {
                 },
             }
         };
-        let stray = self.pair(generation, dir, &info);
+        self.pair_generation(generation);
+        let units: Vec<(Kind, Option<&str>, Option<usize>)> = if parts.is_empty() {
+            vec![(info.kind.unwrap_or(Kind::Junk), info.id.as_deref(), None)]
+        } else {
+            parts
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.kind, p.id.as_deref(), Some(i)))
+                .collect()
+        };
+        let strays: Vec<Option<usize>> = units
+            .iter()
+            .filter(|(kind, id, _)| self.pair(dir, *kind, *id))
+            .map(|(_, _, entry)| *entry)
+            .collect();
+        let requests: Vec<String> = units
+            .iter()
+            .filter(|(kind, _, _)| dir == Dir::Sent && *kind == Kind::Request)
+            .filter_map(|(_, id, _)| id.map(str::to_owned))
+            .collect();
         let kept = cut(text, MAX_KEPT_FRAME);
         let seq = self.push(Entry {
             seq: 0,
@@ -355,46 +567,50 @@ impl Log {
             text: kept.to_owned(),
             truncated: kept.len() < text.len(),
             marks: Vec::new(),
+            parts,
         });
-        if stray {
-            if let Some(e) = self.entries.back_mut() {
+        if let Some(e) = self.entries.back_mut() {
+            for entry in strays {
                 e.mark(Mark {
                     rule: STRAY_RESPONSE.into(),
                     section: "JSON-RPC 2.0",
                     detail: "answers no request of the host on the wire: written before the \
                              request under its id, to an id never sent, or a second answer"
                         .into(),
+                    entry,
                 });
             }
         }
-        if dir == Dir::Sent && info.kind == Some(Kind::Request) {
-            if let Some(id) = &info.id {
-                self.outstanding.insert(pair_key(id), seq);
-                if self.outstanding.len() > MAX_OUTSTANDING {
-                    let oldest = self.outstanding.iter().min_by_key(|(_, s)| **s);
-                    if let Some(k) = oldest.map(|(k, _)| k.clone()) {
-                        self.outstanding.remove(&k);
-                    }
-                    self.forgot = true;
+        for id in requests {
+            self.outstanding.insert(pair_key(&id), seq);
+            if self.outstanding.len() > MAX_OUTSTANDING {
+                let oldest = self.outstanding.iter().min_by_key(|(_, s)| **s);
+                if let Some(k) = oldest.map(|(k, _)| k.clone()) {
+                    self.outstanding.remove(&k);
                 }
+                self.forgot = true;
             }
         }
         info
     }
 
-    /// Pairs a frame with the requests of the host on the wire, in tap order, which is wire
-    /// order (the peer taps a frame before its bytes reach the transport): whether it is a
-    /// received response that answers none in flight, a stray. A request of the host is
-    /// recorded once its entry is, past the frame that answers it. Not read: a batch (its
-    /// entries are not parsed here) and a response under id `null`.
-    fn pair(&mut self, generation: u64, dir: Dir, info: &FrameInfo) -> bool {
+    /// Starts pairing anew for a new connection.
+    fn pair_generation(&mut self, generation: u64) {
         if generation != self.outstanding_generation {
             self.outstanding.clear();
             self.outstanding_generation = generation;
             self.forgot = false;
         }
-        match (dir, info.kind, &info.id) {
-            (Dir::Received, Some(Kind::Response | Kind::Error), Some(id)) => {
+    }
+
+    /// Pairs a frame (or an entry of a batch) with the requests of the host on the wire, in
+    /// tap order, which is wire order (the peer taps a frame before its bytes reach the
+    /// transport): whether it is a received response that answers none in flight, a stray.
+    /// A request of the host is recorded once its entry is, past the frame that answers it.
+    /// Not read: a response under id `null`.
+    fn pair(&mut self, dir: Dir, kind: Kind, id: Option<&str>) -> bool {
+        match (dir, kind, id) {
+            (Dir::Received, Kind::Response | Kind::Error, Some(id)) => {
                 self.outstanding.remove(&pair_key(id)).is_none() && !self.forgot
             }
             _ => false,
@@ -423,95 +639,120 @@ impl Log {
             text,
             truncated: false,
             marks,
+            parts: Vec::new(),
         })
     }
 
     /// Marks the newest received request of connection `generation` with JSON-RPC id `id`
-    /// (compact JSON).
+    /// (compact JSON), a frame or an entry of a batch.
     pub fn mark_request(&mut self, generation: u64, id: &str, mark: Mark) {
         self.mark_latest(
-            |e| {
-                e.generation == generation
-                    && e.dir == Dir::Received
-                    && e.kind == Kind::Request
-                    && e.id.as_deref() == Some(id)
+            |u| {
+                u.generation == generation
+                    && u.dir == Dir::Received
+                    && u.kind == Kind::Request
+                    && u.id == Some(id)
             },
             mark,
         );
     }
 
     /// Marks the received response of connection `generation` under `id` (compact JSON, as
-    /// the peer reads it) that a diagnostic about a response is about. The diagnostic is
-    /// handled after later frames may be logged, in both directions, so not simply the
-    /// newest of its id: of the responses no response diagnostic marked yet, when `stray`
-    /// (the library says it answered nothing) the oldest the log saw answer nothing on the
-    /// wire, else the newest. The library handles frames in order, so an earlier stray
-    /// unmarked is the one it is about; a response the library took that the wire shows
-    /// as a stray (read while its request was in flight but not yet written) keeps both.
+    /// the peer reads it) that a diagnostic about a response is about, a frame or an entry
+    /// of a batch. The diagnostic is handled after later frames may be logged, in both
+    /// directions, so not simply the newest of its id: of the responses no response
+    /// diagnostic marked yet, when `stray` (the library says it answered nothing) the
+    /// oldest the log saw answer nothing on the wire, else the newest. The library handles
+    /// frames in order, so an earlier stray unmarked is the one it is about; a response the
+    /// library took that the wire shows as a stray (read while its request was in flight
+    /// but not yet written) keeps both.
     pub fn mark_response(&mut self, generation: u64, id: &str, stray: bool, mark: Mark) -> bool {
         let key = pair_key(id);
-        let candidates = || {
-            self.entries.iter().rev().take(MARK_SEARCH).filter(|e| {
-                e.generation == generation
-                    && e.dir == Dir::Received
-                    && matches!(e.kind, Kind::Response | Kind::Error)
-                    && e.id.as_deref().map(pair_key).as_deref() == Some(key.as_str())
-                    && !e.marks.iter().any(response_diagnosed)
-            })
-        };
-        let strays = || candidates().filter(|e| e.marks.iter().any(|m| m.rule == STRAY_RESPONSE));
-        let seq = match (stray, strays().next_back(), candidates().next()) {
-            (true, Some(e), _) | (_, _, Some(e)) => e.seq,
+        let mut newest = None;
+        let mut oldest_stray = None;
+        for (seq, u) in self.recent_units() {
+            let candidate = u.generation == generation
+                && matches!(u.kind, Kind::Response | Kind::Error)
+                && u.id.map(pair_key).as_deref() == Some(key.as_str())
+                && !u.any_mark(response_diagnosed);
+            if !candidate {
+                continue;
+            }
+            newest.get_or_insert((seq, u.entry));
+            if u.marked(STRAY_RESPONSE) {
+                oldest_stray = Some((seq, u.entry));
+            }
+        }
+        let picked = match (stray, oldest_stray, newest) {
+            (true, Some(p), _) | (_, _, Some(p)) => p,
             _ => return false,
         };
-        self.mark_seq(seq, mark)
+        self.mark_seq(picked, mark)
     }
 
-    /// Marks the newest received frame (within the last few thousand entries) that `pred`
-    /// picks; returns whether one was found.
-    pub fn mark_latest(&mut self, pred: impl Fn(&Entry) -> bool, mark: Mark) -> bool {
-        match self
-            .entries
-            .iter_mut()
-            .rev()
-            .take(MARK_SEARCH)
-            .find(|e| e.dir == Dir::Received && pred(e))
-        {
-            Some(e) => {
-                e.mark(mark);
-                true
-            }
+    /// Marks the newest received frame or batch entry (within the last few thousand
+    /// entries) that `pred` picks; returns whether one was found.
+    pub fn mark_latest(&mut self, pred: impl Fn(&Unit<'_>) -> bool, mark: Mark) -> bool {
+        let found = self
+            .recent_units()
+            .find(|(_, u)| pred(u))
+            .map(|(seq, u)| (seq, u.entry));
+        match found {
+            Some(at) => self.mark_seq(at, mark),
             None => false,
         }
     }
 
-    /// Marks the newest received frame `pred` picks that carries no mark of `mark`'s rule
-    /// yet, else the newest it picks (within the last few thousand entries); returns
-    /// whether one was found.
-    pub fn mark_fresh(&mut self, pred: impl Fn(&Entry) -> bool, mark: Mark) -> bool {
+    /// Marks the newest received frame or batch entry `pred` picks that carries no mark of
+    /// `mark`'s rule yet, else the newest it picks (within the last few thousand entries);
+    /// returns whether one was found.
+    pub fn mark_fresh(&mut self, pred: impl Fn(&Unit<'_>) -> bool, mark: Mark) -> bool {
         let mut newest = None;
         let mut fresh = None;
-        let picked = self
-            .entries
-            .iter()
-            .rev()
-            .take(MARK_SEARCH)
-            .filter(|e| e.dir == Dir::Received && pred(e));
-        for e in picked {
-            newest.get_or_insert(e.seq);
-            if !e.marks.iter().any(|m| m.rule == mark.rule) {
-                fresh = Some(e.seq);
+        for (seq, u) in self.recent_units().filter(|(_, u)| pred(u)) {
+            newest.get_or_insert((seq, u.entry));
+            if !u.marked(&mark.rule) {
+                fresh = Some((seq, u.entry));
                 break;
             }
         }
         match fresh.or(newest) {
-            Some(seq) => self.mark_seq(seq, mark),
+            Some(at) => self.mark_seq(at, mark),
             None => false,
         }
     }
 
-    /// Marks the kept entry `seq`; returns whether it is kept.
-    fn mark_seq(&mut self, seq: u64, mark: Mark) -> bool {
+    /// The received frames and batch entries a mark may go on, newest first, with their
+    /// entry's seq: within the last [`MARK_SEARCH`] entries, at most [`MARK_SEARCH_UNITS`].
+    fn recent_units(&self) -> impl Iterator<Item = (u64, Unit<'_>)> {
+        self.entries
+            .iter()
+            .rev()
+            .take(MARK_SEARCH)
+            .filter(|e| e.dir == Dir::Received)
+            .flat_map(|e| e.units().rev().map(move |u| (e.seq, u)))
+            .take(MARK_SEARCH_UNITS)
+    }
+
+    /// Marks the newest received batch frame of connection `generation`, as a whole.
+    pub fn mark_batch(&mut self, generation: u64, mark: Mark) -> bool {
+        let found = self
+            .entries
+            .iter()
+            .rev()
+            .take(MARK_SEARCH)
+            .find(|e| e.generation == generation && e.dir == Dir::Received && e.kind == Kind::Batch)
+            .map(|e| e.seq);
+        match found {
+            Some(seq) => self.mark_seq((seq, None), mark),
+            None => false,
+        }
+    }
+
+    /// Marks the kept entry `seq` (on a batch, its entry `entry`); returns whether it is
+    /// kept.
+    fn mark_seq(&mut self, (seq, entry): (u64, Option<usize>), mut mark: Mark) -> bool {
+        mark.entry = entry;
         let Some(first) = self.entries.front().map(|e| e.seq) else {
             return false;
         };
@@ -610,104 +851,4 @@ pub fn export_jsonl(frames: &[Entry]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_log_keeps_its_bounds_and_cuts_huge_frames() {
-        let mut log = Log::default();
-        for i in 0..(MAX_ENTRIES + 50) {
-            log.record_frame(
-                1,
-                Dir::Received,
-                SystemTime::now(),
-                &format!(r#"{{"jsonrpc":"2.0","method":"x/{i}"}}"#),
-            );
-        }
-        assert_eq!(log.len(), MAX_ENTRIES);
-        assert_eq!(log.evicted, 50);
-        assert!(log.get(1).is_none());
-        assert_eq!(
-            log.get(log.last_seq()).and_then(|e| e.method.clone()),
-            Some(format!("x/{}", MAX_ENTRIES + 49))
-        );
-        let huge = format!(
-            r#"{{"jsonrpc":"2.0","method":"big","params":{{"s":"{}"}}}}"#,
-            "é".repeat(MAX_KEPT_FRAME)
-        );
-        log.record_frame(1, Dir::Received, SystemTime::now(), &huge);
-        let e = log.get(log.last_seq()).unwrap();
-        assert!(e.truncated && e.text.len() <= MAX_KEPT_FRAME && e.bytes == huge.len());
-        assert_eq!(e.method.as_deref(), Some("big"));
-        assert_eq!(e.kind, Kind::Notification);
-    }
-
-    #[test]
-    fn an_error_answer_marks_the_request_it_refuses() {
-        let mut log = Log::default();
-        let t = SystemTime::now();
-        log.record_frame(
-            1,
-            Dir::Received,
-            t,
-            r#"{"jsonrpc":"2.0","id":"p1","method":"push/event","params":{}}"#,
-        );
-        log.record_frame(
-            1,
-            Dir::Sent,
-            t,
-            r#"{"jsonrpc":"2.0","id":"p1","error":{"code":-32002,"message":"Capability denied"}}"#,
-        );
-        let e = log.get(1).unwrap();
-        assert_eq!(e.marks.len(), 1);
-        assert_eq!(e.marks[0].rule, "capability_denied");
-        let page = log.page(
-            None,
-            10,
-            &Filter {
-                marked: true,
-                ..Filter::default()
-            },
-        );
-        assert_eq!(page["entries"].as_array().map(Vec::len), Some(1));
-    }
-
-    #[test]
-    fn pages_go_back_from_before() {
-        let mut log = Log::default();
-        for i in 0..30 {
-            log.record_frame(1, Dir::Sent, SystemTime::now(), &format!("junk {i}"));
-        }
-        let p = log.page(Some(11), 5, &Filter::default());
-        let seqs: Vec<u64> = p["entries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["seq"].as_u64().unwrap())
-            .collect();
-        assert_eq!(seqs, vec![6, 7, 8, 9, 10]);
-        assert_eq!(p["more"], json!(true));
-    }
-
-    /// Ids are kept as compact JSON, whatever the frame wrote; one that is no JSON-RPC id
-    /// (an array, an object) as its text, cut, never built.
-    #[test]
-    fn ids_are_read_as_text() {
-        let mut log = Log::default();
-        let now = SystemTime::now();
-        let info = log.record_frame(1, Dir::Received, now, r#"{"id": 7 ,"method":"m"}"#);
-        assert_eq!(info.id.as_deref(), Some("7"));
-        let info = log.record_frame(1, Dir::Received, now, r#"{"id":"a\u0062","method":"m"}"#);
-        assert_eq!(info.id.as_deref(), Some(r#""ab""#));
-        let huge = format!(
-            r#"{{"id":[{}],"method":"m"}}"#,
-            vec!["{}"; 100_000].join(",")
-        );
-        let info = log.record_frame(1, Dir::Received, now, &huge);
-        assert_eq!(info.kind, Some(Kind::Request));
-        let id = info.id.unwrap_or_default();
-        assert!(id.starts_with("[{},{}") && id.len() <= MAX_ID, "{id}");
-        let info = log.record_frame(1, Dir::Received, now, r#"{"id":null,"method":"m"}"#);
-        assert_eq!((info.kind, info.id), (Some(Kind::Notification), None));
-    }
-}
+mod tests;

@@ -331,7 +331,13 @@ fn readable(cmd: &str, v: &Value) -> String {
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .map(|m| format!("  [{} {}]", field(&m["section"]), field(&m["rule"])))
+                    .map(|m| {
+                        let entry = m["entry"]
+                            .as_u64()
+                            .map(|i| format!(" (entry {i})"))
+                            .unwrap_or_default();
+                        format!("  [{} {}{entry}]", field(&m["section"]), field(&m["rule"]))
+                    })
                     .collect();
                 let preview: String = field(&e["preview"]).chars().take(100).collect();
                 format!(

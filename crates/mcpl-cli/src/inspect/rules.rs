@@ -15,6 +15,10 @@ pub struct Mark {
     pub section: &'static str,
     /// What happened, in one line.
     pub detail: String,
+    /// On a batch frame (JSON-RPC 2.0 §6), the index (from 0) of the entry it is about;
+    /// absent on a single frame, and on a batch when it is about the batch as a whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry: Option<usize>,
 }
 
 /// Which frame a diagnostic is about.
@@ -47,6 +51,8 @@ pub enum About {
     },
     /// The newest received frame that is not a JSON-RPC message.
     Junk,
+    /// The newest received batch (JSON-RPC 2.0 §6), as a whole: an empty or oversized one.
+    Batch,
     /// No single frame (a connection-wide or host-side event).
     Nothing,
 }
@@ -73,6 +79,7 @@ pub fn error_mark(code: i64, message: &str) -> Mark {
         rule: rule.into(),
         section,
         detail: format!("answered {code}: {message}"),
+        entry: None,
     }
 }
 
@@ -95,6 +102,7 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
         rule: rule.into(),
         section,
         detail,
+        entry: None,
     };
     let method = |s: &str| About::Method(s.to_owned());
     match d {
@@ -159,7 +167,11 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
                     missing.join(", ")
                 ),
             ),
-            method(me),
+            // The frame naming the set: of two mismatches in one batch, each its own entry.
+            About::MethodNaming {
+                method: me.clone(),
+                value: feature_set.clone(),
+            },
         ),
         HostDiagnostic::TagIssue { method: me, issue } => (
             m("tag_issue", "§16.1", format!("{me}: {issue}")),
@@ -370,6 +382,7 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
     let text = |id: &mcpl::jsonrpc::RequestId| id.to_value().to_string();
     let about = match d {
         Diagnostic::JunkLine { .. } | Diagnostic::ParseError { .. } => About::Junk,
+        Diagnostic::EmptyBatch | Diagnostic::BatchTooLarge { .. } => About::Batch,
         Diagnostic::InvalidMessage { id: Some(id), .. }
         | Diagnostic::TooCostly { id: Some(id), .. } => About::Id(text(id)),
         Diagnostic::Busy { id, .. } | Diagnostic::BusyBytes { id, .. } => About::Request(text(id)),
@@ -389,6 +402,7 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
             rule: rule.into(),
             section: "JSON-RPC 2.0",
             detail: d.to_string(),
+            entry: None,
         },
         about,
     )
@@ -427,6 +441,33 @@ mod tests {
         assert_eq!(
             error_mark(-32023, "Unknown channel").rule,
             "unknown_channel"
+        );
+    }
+
+    /// A manifest finding is marked under the section the library's review gave it (the
+    /// one `mcpl validate` prints), not §17.5 for all; a declaration mismatch is about the
+    /// frame naming its feature set (of two in one batch, each its own entry).
+    #[test]
+    fn findings_keep_their_section_and_mismatches_name_their_set() {
+        let (mark, about) = diagnostic(&HostDiagnostic::ManifestFinding {
+            code: "tools_inside_mcpl",
+            section: "§5.1",
+            path: "tools".into(),
+            message: "advertises nothing".into(),
+        });
+        assert_eq!((mark.section, about), ("§5.1", About::Nothing));
+        let (mark, about) = diagnostic(&HostDiagnostic::DeclarationMismatch {
+            method: "push/event".into(),
+            feature_set: "h.other".into(),
+            missing: vec!["pushEvents"],
+        });
+        assert_eq!(mark.section, "§6.4");
+        assert_eq!(
+            about,
+            About::MethodNaming {
+                method: "push/event".into(),
+                value: "h.other".into()
+            }
         );
     }
 

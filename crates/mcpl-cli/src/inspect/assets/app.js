@@ -529,6 +529,8 @@ function logQuery() {
   return q;
 }
 let logPage = null;
+// Which entry of a batch frame a mark is about (JSON-RPC 2.0 §6), from 0; nothing on a frame.
+function markEntry(m) { return Number.isInteger(m.entry) ? fmt` (entry ${m.entry})` : ''; }
 async function loadLog() {
   const p = await api('/api/log?' + logQuery());
   if (!p || !p.entries) return;
@@ -541,7 +543,7 @@ async function loadLog() {
   el('td', { text: e.seq }), el('td', { text: (e.time || '').slice(11, 23) }), el('td', { text: arrow[e.dir] || '', title: e.dir }),
   el('td', { text: e.kind }), el('td', { text: e.method || '' }), el('td', { text: e.id || '' }),
   el('td', { text: e.bytes + (e.truncated ? ' (cut)' : '') }),
-  el('td', { class: 'mark' }, e.marks.map((m) => el('div', { text: fmt`${m.section} ${m.rule}`, title: m.detail }))),
+  el('td', { class: 'mark' }, e.marks.map((m) => el('div', { text: fmt`${m.section} ${m.rule}` + markEntry(m), title: m.detail }))),
   el('td', { class: 'frame', text: e.preview }))));
   text($('log-status'), fmt`${p.kept} kept of at most ${p.bounds.entries} (${p.evicted} older dropped) · newest #${p.lastSeq}` + (logBefore !== null ? fmt` · showing before #${logBefore}` : ' · live'));
 }
@@ -552,7 +554,7 @@ async function showEntry(seq) {
   if (!e || e.ok === false) { text(d, e ? e.error : ''); return; }
   let body = e.text;
   if (!e.truncated) { try { body = pretty(JSON.parse(e.text)); } catch (_) { /* shown as text */ } }
-  const marks = e.marks.map((m) => fmt`${m.section} ${m.rule}: ${m.detail}`).join('\n');
+  const marks = e.marks.map((m) => fmt`${m.section} ${m.rule}` + markEntry(m) + fmt`: ${m.detail}`).join('\n');
   text(d, (marks ? marks + '\n\n' : '') + (e.truncated ? fmt`(cut: ${e.bytes} bytes, first ${e.text.length} kept)\n` : '') + body);
   for (const tr of document.querySelectorAll('#log-rows tr')) tr.classList.toggle('selected', Number(tr.dataset.seq) === seq);
 }

@@ -1,0 +1,231 @@
+//! The log's bounds, pairing and marks.
+
+use super::*;
+
+#[test]
+fn the_log_keeps_its_bounds_and_cuts_huge_frames() {
+    let mut log = Log::default();
+    for i in 0..(MAX_ENTRIES + 50) {
+        log.record_frame(
+            1,
+            Dir::Received,
+            SystemTime::now(),
+            &format!(r#"{{"jsonrpc":"2.0","method":"x/{i}"}}"#),
+        );
+    }
+    assert_eq!(log.len(), MAX_ENTRIES);
+    assert_eq!(log.evicted, 50);
+    assert!(log.get(1).is_none());
+    assert_eq!(
+        log.get(log.last_seq()).and_then(|e| e.method.clone()),
+        Some(format!("x/{}", MAX_ENTRIES + 49))
+    );
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","method":"big","params":{{"s":"{}"}}}}"#,
+        "é".repeat(MAX_KEPT_FRAME)
+    );
+    log.record_frame(1, Dir::Received, SystemTime::now(), &huge);
+    let e = log.get(log.last_seq()).unwrap();
+    assert!(e.truncated && e.text.len() <= MAX_KEPT_FRAME && e.bytes == huge.len());
+    assert_eq!(e.method.as_deref(), Some("big"));
+    assert_eq!(e.kind, Kind::Notification);
+}
+
+#[test]
+fn an_error_answer_marks_the_request_it_refuses() {
+    let mut log = Log::default();
+    let t = SystemTime::now();
+    log.record_frame(
+        1,
+        Dir::Received,
+        t,
+        r#"{"jsonrpc":"2.0","id":"p1","method":"push/event","params":{}}"#,
+    );
+    log.record_frame(
+        1,
+        Dir::Sent,
+        t,
+        r#"{"jsonrpc":"2.0","id":"p1","error":{"code":-32002,"message":"Capability denied"}}"#,
+    );
+    let e = log.get(1).unwrap();
+    assert_eq!(e.marks.len(), 1);
+    assert_eq!(e.marks[0].rule, "capability_denied");
+    let page = log.page(
+        None,
+        10,
+        &Filter {
+            marked: true,
+            ..Filter::default()
+        },
+    );
+    assert_eq!(page["entries"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn pages_go_back_from_before() {
+    let mut log = Log::default();
+    for i in 0..30 {
+        log.record_frame(1, Dir::Sent, SystemTime::now(), &format!("junk {i}"));
+    }
+    let p = log.page(Some(11), 5, &Filter::default());
+    let seqs: Vec<u64> = p["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, vec![6, 7, 8, 9, 10]);
+    assert_eq!(p["more"], json!(true));
+}
+
+/// Ids are kept as compact JSON, whatever the frame wrote; one that is no JSON-RPC id
+/// (an array, an object) as its text, cut, never built.
+#[test]
+fn ids_are_read_as_text() {
+    let mut log = Log::default();
+    let now = SystemTime::now();
+    let info = log.record_frame(1, Dir::Received, now, r#"{"id": 7 ,"method":"m"}"#);
+    assert_eq!(info.id.as_deref(), Some("7"));
+    let info = log.record_frame(1, Dir::Received, now, r#"{"id":"a\u0062","method":"m"}"#);
+    assert_eq!(info.id.as_deref(), Some(r#""ab""#));
+    let huge = format!(
+        r#"{{"id":[{}],"method":"m"}}"#,
+        vec!["{}"; 100_000].join(",")
+    );
+    let info = log.record_frame(1, Dir::Received, now, &huge);
+    assert_eq!(info.kind, Some(Kind::Request));
+    let id = info.id.unwrap_or_default();
+    assert!(id.starts_with("[{},{}") && id.len() <= MAX_ID, "{id}");
+    let info = log.record_frame(1, Dir::Received, now, r#"{"id":null,"method":"m"}"#);
+    assert_eq!((info.kind, info.id), (Some(Kind::Notification), None));
+}
+
+/// `(rule, entry)` of each mark of entry `seq`.
+fn marks_of(log: &Log, seq: u64) -> Vec<(String, Option<usize>)> {
+    log.get(seq)
+        .map(|e| e.marks.iter().map(|m| (m.rule.clone(), m.entry)).collect())
+        .unwrap_or_default()
+}
+
+/// A batch of requests the server sent (JSON-RPC 2.0 §6) and the host's batch answer
+/// refusing two of them: each refusal marks the received batch, naming its entry; the
+/// request it took stays unmarked. Before, a batch's entries were never read: no mark.
+#[test]
+fn error_answers_in_a_batch_mark_the_entries_of_the_batch_they_answer() {
+    let mut log = Log::default();
+    let t = SystemTime::now();
+    log.record_frame(
+        1,
+        Dir::Received,
+        t,
+        r#"[{"jsonrpc":"2.0","id":200,"method":"push/event","params":{}},
+            {"jsonrpc":"2.0","id":201,"method":"push/event","params":{"featureSet":"x"}},
+            {"jsonrpc":"2.0","method":"notifications/progress"},
+            {"jsonrpc":"2.0","id":"s","method":"push/event"}]"#,
+    );
+    log.record_frame(
+        1,
+        Dir::Sent,
+        t,
+        r#"[{"jsonrpc":"2.0","id":200,"result":{}},
+            {"jsonrpc":"2.0","id":201,"error":{"code":-32003,"message":"Unknown feature set"}},
+            {"jsonrpc":"2.0","id":"s","error":{"code":-32002,"message":"Capability denied"}}]"#,
+    );
+    assert_eq!(
+        marks_of(&log, 1),
+        [
+            ("unknown_feature_set".to_owned(), Some(1)),
+            ("capability_denied".to_owned(), Some(3)),
+        ]
+    );
+    let e = log.get(1).unwrap();
+    let methods: Vec<_> = e.units().map(|u| (u.kind, u.method, u.id)).collect();
+    assert_eq!(
+        methods[2],
+        (Kind::Notification, Some("notifications/progress"), None)
+    );
+    assert!(e
+        .units()
+        .nth(1)
+        .unwrap()
+        .text
+        .contains(r#""featureSet":"x""#));
+    let marked = log.page(
+        None,
+        10,
+        &Filter {
+            marked: true,
+            ..Filter::default()
+        },
+    );
+    assert_eq!(marked["entries"][0]["seq"], json!(1), "{marked}");
+    assert_eq!(
+        marked["entries"][0]["marks"][0]["entry"],
+        json!(1),
+        "{marked}"
+    );
+    // A mark on a frame says no entry.
+    assert!(log.get(2).unwrap().summary()["marks"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
+
+/// Responses inside a received batch are paired with the host's requests one by one: the
+/// one answering nothing in flight is a stray, marked on its entry, and a diagnostic about
+/// a response (the library's `unknown_response`) lands on that entry too.
+#[test]
+fn responses_in_a_batch_are_paired_and_diagnosed_by_entry() {
+    let mut log = Log::default();
+    let t = SystemTime::now();
+    log.record_frame(
+        1,
+        Dir::Sent,
+        t,
+        r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#,
+    );
+    log.record_frame(
+        1,
+        Dir::Received,
+        t,
+        r#"[{"jsonrpc":"2.0","id":5,"result":{}},{"jsonrpc":"2.0","id":9,"result":{}}]"#,
+    );
+    assert_eq!(marks_of(&log, 2), [(STRAY_RESPONSE.to_owned(), Some(1))]);
+    let mark = |rule: &str| Mark {
+        rule: rule.into(),
+        section: "JSON-RPC 2.0",
+        detail: String::new(),
+        entry: None,
+    };
+    assert!(log.mark_response(1, "9", true, mark("unknown_response")));
+    assert_eq!(
+        marks_of(&log, 2),
+        [
+            (STRAY_RESPONSE.to_owned(), Some(1)),
+            ("unknown_response".to_owned(), Some(1)),
+        ]
+    );
+    // A diagnostic about the batch as a whole marks it with no entry.
+    assert!(log.mark_batch(1, mark("batch_too_large")));
+    assert_eq!(
+        marks_of(&log, 2).last().unwrap(),
+        &("batch_too_large".to_owned(), None)
+    );
+}
+
+/// A batch of more entries than the peer takes has the heads of the first [`MAX_PARTS`]
+/// read, the rest skipped unread; what they hold counts against the log's byte bound.
+#[test]
+fn a_batch_has_at_most_max_parts_heads_read() {
+    let mut log = Log::default();
+    let entry = r#"{"jsonrpc":"2.0","method":"m"}"#;
+    let batch = format!("[{}]", vec![entry; MAX_PARTS + 500].join(","));
+    log.record_frame(1, Dir::Received, SystemTime::now(), &batch);
+    let e = log.get(1).unwrap();
+    assert_eq!(e.kind, Kind::Batch);
+    assert_eq!(e.parts.len(), MAX_PARTS);
+    assert!(e.cost() > e.text.len());
+    // Not an array after all: junk to the peer, no entries read.
+    log.record_frame(1, Dir::Received, SystemTime::now(), "[1, 2");
+    assert!(log.get(2).unwrap().parts.is_empty());
+}
