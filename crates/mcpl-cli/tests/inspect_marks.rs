@@ -91,6 +91,78 @@ fn marks(e: &Value) -> Vec<(String, String, Option<u64>)> {
         .collect()
 }
 
+/// A server's batch carries a push the host takes, one under an undeclared set and one
+/// whose set's `uses` lacks `pushEvents`. The received batch frame had no marks: the -32003
+/// refusal showed only inside the host's batch answer, the `declaration_mismatch`
+/// diagnostic marked no frame, and *marked only* hid the batch. Now the batch is marked
+/// once per refusal and diagnostic, each naming its entry; the one it took is unmarked.
+#[test]
+fn refusals_inside_a_batch_mark_the_batch_entry_they_are_about() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || batch_server(listener));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    let want = [
+        ("unknown_feature_set", "§6.6", Some(1)),
+        ("capability_denied", "§5.4", Some(2)),
+        ("declaration_mismatch", "§6.4", Some(2)),
+    ];
+    let deadline = Instant::now() + WAIT;
+    let batch = loop {
+        let page = insp.get("/api/log?dir=received&limit=500");
+        let found = page["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["kind"] == "batch")
+            .cloned();
+        if let Some(b) = found.filter(|b| marks(b).len() >= want.len()) {
+            break b;
+        }
+        if events.next(deadline).is_none() {
+            panic!("the batch is not marked within {WAIT:?}: {page}");
+        }
+    };
+    let mut got = marks(&batch);
+    got.sort();
+    let mut want: Vec<_> = want
+        .iter()
+        .map(|(r, s, e)| (r.to_string(), s.to_string(), *e))
+        .collect();
+    want.sort();
+    assert_eq!(got, want, "{batch}");
+    // *Marked only* lists it.
+    let marked = insp.get("/api/log?marked=true&dir=received&limit=500");
+    assert!(
+        marked["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["seq"] == batch["seq"]),
+        "{marked}"
+    );
+    // The marks are in the export too, with their entry.
+    let (status, _, body) = insp.request(
+        "GET",
+        "/api/export",
+        &[("X-MCPL-Token", insp.token.clone())],
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    let exported = body
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["message"].is_array() && l["direction"] == "received")
+        .unwrap_or_else(|| panic!("the batch is exported: {body}"));
+    assert!(
+        exported["marks"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["entry"] == 1)),
+        "{exported}"
+    );
+}
+
 /// Manifest findings at `initialize` were all marked §17.5 (no §17 change involved) while
 /// `mcpl validate` gives each its own section (§5.1, §16.4 here). Now the log gives each
 /// finding the section validate gives it.

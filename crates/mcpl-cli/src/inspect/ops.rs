@@ -395,8 +395,9 @@ impl Engine {
 
     /// One turn: `inference/lifecycle` `started` when granted (§10.5), a
     /// `context/beforeInference` fan-out with `text` as the user message (§10.1; the library
-    /// redacts it without `observe`), then `completed`. Shows every injection by position and
-    /// every one the host dropped, with why.
+    /// redacts it without `observe`), then `completed`. Shows the params as sent (`null`
+    /// for a withheld message, said in `userMessageWithheld`), every injection by position
+    /// and every one the host dropped, with why.
     pub async fn hook(&self, text: &str) -> OpResult {
         let s = self.live()?;
         let (generation, turn) = {
@@ -420,6 +421,13 @@ impl Engine {
         } else {
             None
         };
+        // The params as the servers get them: without `observe` the library sends
+        // `userMessage: null` (§10.1, `policy::redact_before_inference`), judged under the
+        // grant in force when it sends; read here just before, so a grant changing at that
+        // very moment may differ. The typed text was shown as if sent.
+        let mut sent = params.clone();
+        let withheld = !mcpl::policy::user_message_allowed(&s.grant());
+        mcpl::policy::redact_before_inference(&s.grant(), &mut sent);
         let out = host::before_inference(&[&s], &params).await;
         let lifecycle = match turn_guard {
             None => json!("inferenceLifecycle not granted: no lifecycle sent"),
@@ -434,9 +442,9 @@ impl Engine {
                 .map(|a| json!({ "server": a.server, "injection": a.injection }))
                 .collect()
         };
-        let v = json!({
+        let mut v = json!({
             "inferenceId": inference_id,
-            "params": params,
+            "params": sent,
             "consulted": out.consulted,
             "system": accepted(&out.system),
             "beforeUser": accepted(&out.before_user),
@@ -451,6 +459,12 @@ impl Engine {
             "lifecycle": lifecycle,
             "time": timestamp_millis(SystemTime::now()),
         });
+        if withheld {
+            v["userMessageWithheld"] = json!(format!(
+                "{} is not granted: the servers got userMessage null, not the text typed (§10.1)",
+                Capability::Observe.as_str()
+            ));
+        }
         // Remembered within the bound of an event (the servers size their injections); the
         // answer to this call is whole.
         let mut kept = v.clone();

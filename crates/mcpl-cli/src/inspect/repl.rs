@@ -1,7 +1,9 @@
 //! `mcpl inspect --repl`: the engine on stdin/stdout, one command per line, scriptable from
 //! a pipe. Events (admitted pushes and channel messages, waiting requests) are printed as
 //! they come, each on its own line (`* …`, or `{"event": …}` with `--json`). A result is
-//! one line with `--json` (`{"command", "ok", "result" | "error"}`).
+//! one line with `--json` (`{"command", "ok", "result" | "error"}`). With `--json` every
+//! line on stdout is one JSON object, a note that events were not shown too
+//! (`{"resync": {"missed": N}}`).
 //!
 //! Input lines are read up to [`MAX_LINE`] bytes; a longer one is refused whole.
 
@@ -306,6 +308,9 @@ fn readable(cmd: &str, v: &Value) -> String {
                 joined(&v["consulted"], ", "),
                 field(&v["lifecycle"])
             );
+            if let Some(why) = v["userMessageWithheld"].as_str() {
+                out.push_str(&format!("\nuserMessage: withheld ({})", one_line(why)));
+            }
             for pos in ["system", "beforeUser", "afterUser"] {
                 for a in v[pos].as_array().into_iter().flatten() {
                     out.push_str(&format!(
@@ -406,54 +411,71 @@ fn print_line(line: &str) -> bool {
     }
 }
 
+/// What the live stream handed the REPL, as a message to print: a lag (the subscriber fell
+/// more than [`super::engine::UI_CAPACITY`] messages behind) is `{"type": "resync",
+/// "missed": N}`; `None` once the engine is gone.
+fn received(r: Result<Value, tokio::sync::broadcast::error::RecvError>) -> Option<Value> {
+    match r {
+        Ok(m) => Some(m),
+        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+            Some(json!({ "type": "resync", "missed": n }))
+        }
+        Err(_) => None,
+    }
+}
+
+/// The line printed for a message of the live stream, `None` for one the REPL does not
+/// show. With `json_out` every line is one JSON object: `{"event": …}`, `{"request": {id,
+/// method}}`, or `{"resync": {"missed": N}}` when N events and requests were not shown.
+fn event_line(msg: &Value, json_out: bool) -> Option<String> {
+    let line = match msg["type"].as_str() {
+        Some("event") if json_out => json_line(&json!({ "event": msg["event"] })),
+        Some("event") => {
+            let e = &msg["event"];
+            match e["kind"].as_str() {
+                Some("push") => format!(
+                    "* push {} [{}] {}",
+                    field(&e["featureSet"]),
+                    e["tags"]
+                        .as_array()
+                        .map(|t| t
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(one_line)
+                            .collect::<Vec<_>>()
+                            .join(" "))
+                        .unwrap_or_default(),
+                    shown_content(&e["params"], &e["params"]["payload"]["content"])
+                ),
+                Some("channel") => format!(
+                    "* message on {}: {}",
+                    field(&e["channelId"]),
+                    shown_content(&e["message"], &e["message"]["content"])
+                ),
+                _ => format!("* {e}"),
+            }
+        }
+        Some("request") if json_out => json_line(&json!({ "request": {
+            "id": msg["id"], "method": msg["method"] } })),
+        Some("request") => format!(
+            "* {} waiting: answer {} TEXT",
+            field(&msg["method"]),
+            msg["id"]
+        ),
+        Some("resync") if json_out => json_line(&json!({ "resync": { "missed": msg["missed"] } })),
+        Some("resync") => format!("* {} events were not shown", msg["missed"]),
+        _ => return None,
+    };
+    Some(line)
+}
+
 /// Prints events as they come until the engine goes away.
 fn print_events(engine: &Engine, json_out: bool) {
     let mut rx = engine.subscribe();
     tokio::spawn(async move {
-        loop {
-            let msg = match rx.recv().await {
-                Ok(m) => m,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                    json!({ "type": "resync", "missed": n })
-                }
-                Err(_) => break,
-            };
-            let line = match msg["type"].as_str() {
-                Some("event") if json_out => json_line(&json!({ "event": msg["event"] })),
-                Some("event") => {
-                    let e = &msg["event"];
-                    match e["kind"].as_str() {
-                        Some("push") => format!(
-                            "* push {} [{}] {}",
-                            field(&e["featureSet"]),
-                            e["tags"]
-                                .as_array()
-                                .map(|t| t
-                                    .iter()
-                                    .filter_map(Value::as_str)
-                                    .map(one_line)
-                                    .collect::<Vec<_>>()
-                                    .join(" "))
-                                .unwrap_or_default(),
-                            shown_content(&e["params"], &e["params"]["payload"]["content"])
-                        ),
-                        Some("channel") => format!(
-                            "* message on {}: {}",
-                            field(&e["channelId"]),
-                            shown_content(&e["message"], &e["message"]["content"])
-                        ),
-                        _ => format!("* {e}"),
-                    }
-                }
-                Some("request") if json_out => json_line(&json!({ "request": {
-                    "id": msg["id"], "method": msg["method"] } })),
-                Some("request") => format!(
-                    "* {} waiting: answer {} TEXT",
-                    field(&msg["method"]),
-                    msg["id"]
-                ),
-                Some("resync") => format!("* {} events were not shown", msg["missed"]),
-                _ => continue,
+        while let Some(msg) = received(rx.recv().await) {
+            let Some(line) = event_line(&msg, json_out) else {
+                continue;
             };
             if !print_line(&line) {
                 break;
@@ -548,6 +570,46 @@ mod tests {
         assert_eq!(word("tools"), ("tools", ""));
         assert!(json_arg("", json!({})).unwrap().is_object());
         assert!(json_arg("{", json!({})).is_err());
+    }
+
+    /// The REPL's printer falls more than the stream's capacity behind (forced here with a
+    /// stream of capacity 1): with `--json`, the note of what it missed is one JSON object,
+    /// `{"resync": {"missed": N}}`, as every other line; it was the text `* N events were
+    /// not shown`.
+    #[test]
+    fn a_lag_is_printed_as_json_with_json_out() {
+        let (tx, mut rx) = tokio::sync::broadcast::channel::<Value>(1);
+        for i in 0..4 {
+            tx.send(json!({ "type": "event", "event": { "kind": "push", "seq": i } }))
+                .unwrap();
+        }
+        let lag = received(rx.try_recv().map_err(|e| match e {
+            tokio::sync::broadcast::error::TryRecvError::Lagged(n) => {
+                tokio::sync::broadcast::error::RecvError::Lagged(n)
+            }
+            _ => tokio::sync::broadcast::error::RecvError::Closed,
+        }))
+        .expect("a lag is a message");
+        let line = event_line(&lag, true).expect("a lag is printed");
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        assert_eq!(v, json!({ "resync": { "missed": 3 } }));
+        assert_eq!(
+            event_line(&lag, false).as_deref(),
+            Some("* 3 events were not shown")
+        );
+        // Every other line the stream prints with `--json` parses as one object too.
+        let event = received(
+            rx.try_recv()
+                .map_err(|_| tokio::sync::broadcast::error::RecvError::Closed),
+        )
+        .expect("the newest event is kept");
+        let request = json!({ "type": "request", "id": 1, "method": "inference/request" });
+        for msg in [&event, &request] {
+            let line = event_line(msg, true).expect("printed");
+            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert!(v.is_object() && !line.contains('\n'), "{line}");
+        }
+        assert_eq!(event_line(&json!({ "type": "changed" }), true), None);
     }
 
     /// A count that is no number is refused, not read as the default.

@@ -367,6 +367,8 @@ function renderHooks(s) {
       return el('div', { class: 'box' }, el('div', { class: 'muted', text: fmt`${a.server} · ${i.namespace || ''}` }), contentNodes(i.content)); }));
   const failures = items(last.failures);
   fill(box, el('div', {}, el('div', { class: 'muted', text: fmt`${last.inferenceId} · consulted ${joined(last.consulted) || 'no server'} · lifecycle: ${last.lifecycle}` }),
+    // What the servers got: without observe, userMessage null (§10.1), not the text typed.
+    typeof last.userMessageWithheld === 'string' ? el('div', { class: 'muted', text: fmt`userMessage withheld: ${last.userMessageWithheld}` }) : null,
     injections('system', last.system), injections('beforeUser', last.beforeUser), injections('afterUser', last.afterUser),
     el('h3', { text: fmt`dropped by the host (${count(last.rejected)})` }),
     items(last.rejected).map((r) => el('div', { class: 'box error' }, el('strong', { text: r.category }), ' ', r.reason,
