@@ -12,8 +12,9 @@
 //!   preview of at most [`PREVIEW_CHARS`] characters, the full kept text is one request per
 //!   entry.
 //!
-//! Each frame the host refused or diagnosed carries marks (at most [`MAX_MARKS`]): the rule
-//! and its § (see [`super::rules`]).
+//! Each frame the host refused or diagnosed carries marks (at most [`MAX_MARKS`]; a batch,
+//! whose marks each name the entry they are about, [`MAX_BATCH_MARKS`]): the rule and its §
+//! (see [`super::rules`]). Marks count against the byte bound with the text they hold.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::SystemTime;
@@ -34,6 +35,8 @@ pub const MAX_TEXT_BYTES: usize = 32 * 1024 * 1024;
 pub const MAX_KEPT_FRAME: usize = 256 * 1024;
 /// Most marks one entry carries (later ones are dropped).
 pub const MAX_MARKS: usize = 8;
+/// Most marks a batch frame carries, over its entries (later ones are dropped).
+pub const MAX_BATCH_MARKS: usize = 64;
 /// Most summaries one page holds.
 pub const MAX_PAGE: usize = 500;
 /// Characters of a frame's text shown in its summary.
@@ -195,10 +198,20 @@ impl Entry {
         v
     }
 
-    fn mark(&mut self, mark: Mark) {
-        if self.marks.len() < MAX_MARKS && !self.marks.contains(&mark) {
-            self.marks.push(mark);
+    /// Adds `mark` unless it is there or the entry has its most; returns what it added
+    /// against the log's byte bound.
+    fn mark(&mut self, mark: Mark) -> usize {
+        let most = if self.parts.is_empty() {
+            MAX_MARKS
+        } else {
+            MAX_BATCH_MARKS
+        };
+        if self.marks.len() >= most || self.marks.contains(&mark) {
+            return 0;
         }
+        let cost = mark_cost(&mark);
+        self.marks.push(mark);
+        cost
     }
 
     /// What marks are put on, oldest first: the frame itself, or, for a batch whose entries
@@ -232,10 +245,11 @@ impl Entry {
         whole.into_iter().chain(parts)
     }
 
-    /// What it holds against the log's byte bound: its kept text and its batch entries'
-    /// heads.
+    /// What it holds against the log's byte bound: its kept text, its marks and its batch
+    /// entries' heads.
     fn cost(&self) -> usize {
         self.text.len()
+            + self.marks.iter().map(mark_cost).sum::<usize>()
             + self
                 .parts
                 .iter()
@@ -445,6 +459,11 @@ fn response_diagnosed(m: &Mark) -> bool {
     )
 }
 
+/// What a mark holds against the log's byte bound.
+fn mark_cost(m: &Mark) -> usize {
+    std::mem::size_of::<Mark>() + m.rule.len() + m.detail.len()
+}
+
 /// Cuts `text` to at most `limit` bytes on a character boundary.
 fn cut(text: &str, limit: usize) -> &str {
     if text.len() <= limit {
@@ -473,6 +492,12 @@ impl Log {
         e.seq = self.next_seq;
         self.text_bytes += e.cost();
         self.entries.push_back(e);
+        self.evict();
+        self.next_seq
+    }
+
+    /// Drops the oldest entries until the log is within its bounds.
+    fn evict(&mut self) {
         while self.entries.len() > MAX_ENTRIES || self.text_bytes > MAX_TEXT_BYTES {
             match self.entries.pop_front() {
                 Some(old) => {
@@ -482,7 +507,6 @@ impl Log {
                 None => break,
             }
         }
-        self.next_seq
     }
 
     /// Records one frame as the tap saw it and returns what was read from its head. An error
@@ -571,7 +595,7 @@ impl Log {
         });
         if let Some(e) = self.entries.back_mut() {
             for entry in strays {
-                e.mark(Mark {
+                self.text_bytes += e.mark(Mark {
                     rule: STRAY_RESPONSE.into(),
                     section: "JSON-RPC 2.0",
                     detail: "answers no request of the host on the wire: written before the \
@@ -581,6 +605,7 @@ impl Log {
                 });
             }
         }
+        self.evict();
         for id in requests {
             self.outstanding.insert(pair_key(&id), seq);
             if self.outstanding.len() > MAX_OUTSTANDING {
@@ -759,7 +784,8 @@ impl Log {
         let index = usize::try_from(seq.saturating_sub(first)).unwrap_or(usize::MAX);
         match self.entries.get_mut(index) {
             Some(e) => {
-                e.mark(mark);
+                self.text_bytes += e.mark(mark);
+                self.evict();
                 true
             }
             None => false,

@@ -229,3 +229,31 @@ fn a_batch_has_at_most_max_parts_heads_read() {
     log.record_frame(1, Dir::Received, SystemTime::now(), "[1, 2");
     assert!(log.get(2).unwrap().parts.is_empty());
 }
+
+/// A batch of 100 requests the host refused one by one: each refusal marks its entry, up
+/// to [`MAX_BATCH_MARKS`] on the frame (a single frame keeps [`MAX_MARKS`]); what the marks
+/// hold counts against the log's byte bound.
+#[test]
+fn a_batch_keeps_a_mark_per_entry_within_its_bound() {
+    let mut log = Log::default();
+    let t = SystemTime::now();
+    let n = MAX_BATCH_MARKS + 36;
+    let requests: Vec<String> = (0..n)
+        .map(|i| format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"push/event"}}"#))
+        .collect();
+    log.record_frame(1, Dir::Received, t, &format!("[{}]", requests.join(",")));
+    let before = log.text_bytes;
+    let errors: Vec<String> = (0..n)
+        .map(|i| {
+            format!(r#"{{"jsonrpc":"2.0","id":{i},"error":{{"code":-32003,"message":"no"}}}}"#)
+        })
+        .collect();
+    log.record_frame(1, Dir::Sent, t, &format!("[{}]", errors.join(",")));
+    let marks = marks_of(&log, 1);
+    assert_eq!(marks.len(), MAX_BATCH_MARKS);
+    // In the order of the answers: the first 64 entries, the later refusals dropped.
+    let entries: Vec<usize> = marks.iter().filter_map(|(_, e)| *e).collect();
+    assert_eq!(entries, (0..MAX_BATCH_MARKS).collect::<Vec<_>>());
+    let sent = log.get(2).unwrap().cost();
+    assert!(log.text_bytes > before + sent, "the marks are counted");
+}
