@@ -180,6 +180,8 @@ async fn the_library_host_passes_every_check() {
         "host.manifest-partial-removals-applied",
         "host.manifest-additions-not-granted",
         "host.manifest-one-update-per-change",
+        // §6.7: the narrowing it revoked is told by Request.
+        "host.manifest-narrowing-requested",
     ] {
         assert!(passed.contains(id), "{id}: {doc:#}");
     }
@@ -297,7 +299,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 58, "{text}");
+    assert_eq!(text.lines().count(), 59, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -308,7 +310,7 @@ fn list_and_usage_errors() {
 }
 
 /// A listener that cannot start is one error line, as `mcpl check` says an unreachable
-/// server, not that line after 58 SKIP lines of checks that never ran; `--json` still
+/// server, not that line after 59 SKIP lines of checks that never ran; `--json` still
 /// carries the whole report with its `error`.
 #[test]
 fn a_listener_that_cannot_start_is_one_error_line() {
@@ -328,7 +330,7 @@ fn a_listener_that_cannot_start_is_one_error_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     let doc: Value = serde_json::from_str(err.lines().next().unwrap()).unwrap();
-    assert_eq!(doc["summary"]["skip"], 58, "{doc}");
+    assert_eq!(doc["summary"]["skip"], 59, "{doc}");
     assert!(
         doc["error"].as_str().unwrap().contains("cannot listen"),
         "{doc}"

@@ -801,9 +801,18 @@ async fn a_host_applying_a_fetched_manifest_after_reading_it_passes_the_removal_
     assert!(phase_with(&doc, "fail").is_empty(), "{doc:#}");
     for id in [IDS[2], IDS[3]] {
         assert_eq!(status(&doc, id), "pass", "{doc:#}");
-        let d = detail(&doc, id);
-        assert!(d.contains("before the host told its policy change"), "{d}");
     }
+    let d = detail(&doc, IDS[2]);
+    assert!(d.contains("before the host told its policy change"), "{d}");
+    // The partial change takes no capability out of the grant: the host tells nothing
+    // after it, and the detail says so (r3 finding 2: it said the host had told).
+    let d = detail(&doc, IDS[3]);
+    assert!(
+        d.contains("no policy message having followed the fetch"),
+        "{d}"
+    );
+    assert!(!d.contains("once it had"), "{d}");
+    assert_eq!(status(&doc, NARROWING_TOLD), "pass", "{doc:#}");
 }
 
 /// Finding F3 (§17.5 step 3): after a change the host sends its narrowing Request and then
@@ -927,4 +936,161 @@ async fn the_hooks_channel_context_is_listed_and_text_beside_it_still_warns() {
         detail(&doc, REDACTED).contains("channels.incoming.text"),
         "{doc:#}"
     );
+}
+
+/// The check judging that a fetched manifest narrowing the effective grant is told by a
+/// policy Request (§6.7, §17.5 step 3).
+const NARROWING_TOLD: &str = "host.manifest-narrowing-requested";
+
+/// What the proxies below do around the narrowing (the second fetch): each takes the
+/// host's policy messages after that fetch to the checker, or keeps them (answering a
+/// kept Request itself, so the host's own wait ends), and answers the checker's first push
+/// under the removed set with a result of its own, the host's answer to it dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tell {
+    /// The host's first policy Request after the narrowing fetch is held until the push
+    /// probe is written, then passed on just ahead of the forged result: the wire order a
+    /// host accepting under the removed set after it told its narrowing gives.
+    Before,
+    /// The host's policy messages after the narrowing fetch never reach the checker.
+    Never,
+}
+
+/// A rule doing what `tell` says around the narrowing fetch; `released` is set once a held
+/// Request was passed on, `stall`, when set, keeps the checker's pings and `channels/list`
+/// from the host during the first (unparseable) change, so each runs to its bound.
+fn around_narrowing(
+    tell: Tell,
+    forge: bool,
+    stall: bool,
+    released: Arc<std::sync::atomic::AtomicBool>,
+) -> Rule {
+    let (mut fetches, mut announced) = (0, 0);
+    let mut held: Option<Value> = None;
+    let mut probe_id: Option<Value> = None;
+    Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches += 1;
+        }
+        if to == To::Host && v["method"] == "mcpl/manifestChanged" {
+            announced += 1;
+        }
+        let stalled = v["method"] == "ping" || v["method"] == "channels/list";
+        if stall && to == To::Host && announced == 1 && fetches >= 1 && stalled {
+            return vec![];
+        }
+        let policy = to == To::Checker && v["method"] == "featureSets/update";
+        if policy && fetches == 2 && tell == Tell::Before && probe_id.is_none() && held.is_none() {
+            held = Some(v);
+            return vec![];
+        }
+        if policy && fetches == 2 && tell == Tell::Never {
+            if v.get("id").is_some() {
+                let ok = json!({ "jsonrpc": "2.0", "id": v["id"],
+                    "result": { "accepted": true } });
+                return vec![(To::Host, ok)];
+            }
+            return vec![];
+        }
+        let answer = v.get("method").is_none();
+        if to == To::Checker && answer && probe_id.as_ref() == Some(&v["id"]) {
+            return vec![];
+        }
+        if forge
+            && to == To::Host
+            && v["method"] == "push/event"
+            && v["params"]["eventId"] == "gone-1"
+        {
+            probe_id = Some(v["id"].clone());
+            let mut out = Vec::new();
+            if let Some(request) = held.take() {
+                released.store(true, SeqCst);
+                out.push((To::Checker, request));
+            }
+            let ok = json!({ "jsonrpc": "2.0", "id": v["id"], "result": { "accepted": true } });
+            out.push((To::Checker, ok));
+            out.push((To::Host, v));
+            return out;
+        }
+        vec![(to, v)]
+    })
+}
+
+/// r3 finding 1 (§6.7: a reduction takes effect first, then the Request; §17.5: judged at
+/// response receipt): the host's narrowing Request comes after the checker's push under
+/// the removed set was written and before that push's result (the proxy holds it, then
+/// forges the result). The result was accepted after the host told its narrowing: it fails
+/// `host.manifest-removals-revoked`, where reading "told" as it stood when the probe was
+/// sent excused it and retried.
+#[tokio::test]
+async fn a_result_after_the_hosts_narrowing_request_fails_removals_revoked() {
+    let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rule = around_narrowing(Tell::Before, true, false, released.clone());
+    let (_, doc) = run("told-before-result.json", rule).await;
+    assert!(
+        released.load(SeqCst),
+        "no policy Request followed the narrowing fetch before its probe"
+    );
+    assert_eq!(status(&doc, IDS[2]), "fail", "{doc:#}");
+    let d = detail(&doc, IDS[2]);
+    assert!(d.contains("push/event under check.gone got"), "{d}");
+    assert!(!d.contains("sent again"), "{d}");
+    assert_eq!(status(&doc, NARROWING_TOLD), "pass", "{doc:#}");
+}
+
+/// r3 finding 2 (§6.7: a Request for any change to the effective grant; §17.5 step 3):
+/// the host revokes what the narrowing removed (`channels.incoming`, granted before) but
+/// its policy messages after that fetch never reach the checker. The removal probe it
+/// accepted first and refused when sent again a step later passes
+/// `host.manifest-removals-revoked`, saying no policy message came (it said the host had
+/// told its change), and `host.manifest-narrowing-requested` fails.
+#[tokio::test]
+async fn a_narrowing_no_policy_request_followed_fails_narrowing_requested() {
+    let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rule = around_narrowing(Tell::Never, true, false, released);
+    let (_, doc) = run("never-told.json", rule).await;
+    assert_eq!(status(&doc, NARROWING_TOLD), "fail", "{doc:#}");
+    assert!(
+        detail(&doc, NARROWING_TOLD).contains("channels.incoming"),
+        "{doc:#}"
+    );
+    assert_eq!(status(&doc, IDS[2]), "pass", "{doc:#}");
+    let d = detail(&doc, IDS[2]);
+    assert!(d.contains("no policy message"), "{d}");
+    assert!(!d.contains("once it had"), "{d}");
+}
+
+/// r3 finding 2, the other side: when the narrowing changes no capability the host granted
+/// (its policy never reached `channels.incoming`; only a feature set went), no Request is
+/// required (§6.7: a Request for a change to the effective grant): a host telling nothing
+/// after it fails nothing, and `host.manifest-narrowing-requested` is skipped saying so.
+#[tokio::test]
+async fn a_narrowing_that_changed_no_grant_needs_no_request() {
+    let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rule = around_narrowing(Tell::Never, false, false, released);
+    let policy = [
+        "pushEvents",
+        "channels.register",
+        "contextHooks.beforeInference.inject.*",
+    ];
+    let (_, doc) = run_with("never-told-no-grant.json", &policy, rule).await;
+    assert_eq!(status(&doc, NARROWING_TOLD), "skip", "{doc:#}");
+    assert!(phase_with(&doc, "fail").is_empty(), "{doc:#}");
+    assert_eq!(status(&doc, IDS[2]), "pass", "{doc:#}");
+}
+
+/// r3 finding 3: a host fetching the narrowing two steps into the phase (here the proxy
+/// keeps the checker's ping and `channels/list` from it during the first change, so each
+/// runs to its bound) and accepting the push under the removed set, with no policy message
+/// since, leaves no time to send the probe again: the result the checker holds is judged,
+/// and fails `host.manifest-removals-revoked` (§6.7: revoked first), where it was skipped.
+#[tokio::test]
+async fn a_result_with_no_time_left_to_retry_is_judged() {
+    let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rule = around_narrowing(Tell::Never, true, true, released);
+    let (_, doc) = run("slow-fetch.json", rule).await;
+    assert_eq!(status(&doc, IDS[2]), "fail", "{doc:#}");
+    let d = detail(&doc, IDS[2]);
+    assert!(d.contains("push/event under check.gone got"), "{d}");
+    assert!(d.contains("budget"), "{d}");
 }

@@ -13,7 +13,9 @@
 //!    and a `channels/incoming` for the checker's registered channel are refused (§17.5
 //!    step 3, §6.7: revoked host-first, then told). A probe answered with a result before
 //!    the host sent any policy message after the fetch is sent again once it has, or a
-//!    step after the fetch, and judged then ([`Run::refused_after`]).
+//!    step after the fetch, and judged then ([`Run::refused_after`]); the capability the
+//!    narrowing takes out of the grant is told by a policy Request (§6.7,
+//!    [`Run::judge_narrowing_told`]).
 //! 3. **A partially invalid change**: [`served::manifest_partial`] parses, declares two sets
 //!    invalidly, removes the other set of [`GONE_SETS`], adds `modelInfo` and advertises
 //!    `channels.incoming` again: the removal still applies (§17.5 step 1), and the additions
@@ -85,13 +87,15 @@ const REMOVALS: &str = "host.manifest-removals-revoked";
 const PARTIAL: &str = "host.manifest-partial-removals-applied";
 const ADDITIONS: &str = "host.manifest-additions-not-granted";
 const ONE_UPDATE: &str = "host.manifest-one-update-per-change";
-const IDS: [&str; 6] = [
+const NARROWING_TOLD: &str = "host.manifest-narrowing-requested";
+const IDS: [&str; 7] = [
     FETCHED_FIRST,
     UNPARSEABLE,
     REMOVALS,
     PARTIAL,
     ADDITIONS,
     ONE_UPDATE,
+    NARROWING_TOLD,
 ];
 
 /// What the checker answers `mcpl/manifest` with.
@@ -106,13 +110,14 @@ enum Serving {
 
 /// What the probes after one change showed: each probe judged (refused or not), and each
 /// one not refused with an error, described; `late`, the probes that got a result before
-/// the host told the change and were refused once it had ([`Run::refused_after`]);
-/// `unsent`, a probe due that the phase's budget left no time for.
+/// the host sent any policy message after the fetch and were refused when sent again, each
+/// with whether such a message had come by then ([`Run::refused_after`]); `unsent`, a probe
+/// due that the phase's budget left no time for.
 #[derive(Debug, Default)]
 struct Seen {
     shown: Vec<String>,
     defects: Vec<String>,
-    late: Vec<String>,
+    late: Vec<(String, bool)>,
     unsent: bool,
 }
 
@@ -133,6 +138,11 @@ pub(super) struct Changes {
     /// answer to a fetch, but for a Request only widening the grant (§17.5 step 3: a
     /// widening follows its own tell → receipt → activate, a policy decision of its own).
     since_fetch: u32,
+    /// Of those, the Requests (§6.7: a change to the effective grant goes by Request).
+    requested: u32,
+    /// The capabilities the last fetched manifest took out of the grant as the host read it
+    /// (§6.7: a narrowing of the effective grant, which the host must tell by Request).
+    lost_at_fetch: Vec<String>,
     /// When the host was written the last answer to its fetch.
     fetched_at: Option<Instant>,
     /// The grant this server held once the host read the last answer to its fetch.
@@ -157,6 +167,8 @@ impl Default for Changes {
             watching: false,
             unfetched: Vec::new(),
             since_fetch: 0,
+            requested: 0,
+            lost_at_fetch: Vec::new(),
             fetched_at: None,
             grant_at_fetch: mcpl::capability::Grant::none(),
             available_at_fetch: Vec::new(),
@@ -167,6 +179,11 @@ impl Default for Changes {
 }
 
 impl Changes {
+    /// The policy messages counted since the last fetch's answer ([`Changes::since_fetch`]).
+    pub(super) fn policy_messages_since_fetch(&self) -> u32 {
+        self.since_fetch
+    }
+
     /// The answer to a `mcpl/manifest` now, and the manifest the host reads in it (none for
     /// an unparseable answer). Serving once unparseable turns back to the manifest kept.
     fn answer(&mut self) -> (Value, Option<Value>) {
@@ -197,12 +214,20 @@ impl Run {
     pub(super) fn fetch_answered(&mut self, read: Option<Value>) {
         self.changes.fetches = self.changes.fetches.saturating_add(1);
         self.changes.since_fetch = 0;
+        self.changes.requested = 0;
         self.changes.fetched_at = Some(Instant::now());
+        let before = *self.policy.grant();
         if let Some(m) = read {
             self.policy.set_advertised(served::advertisement_of(&m));
             self.policy
                 .set_declarations(mcpl::policy::FeatureSets::from_mcpl(&m).0);
         }
+        self.changes.lost_at_fetch = before
+            .capabilities()
+            .iter()
+            .filter(|c| !self.policy.grant().allows(*c))
+            .map(|c| c.as_str().to_owned())
+            .collect();
         self.changes.grant_at_fetch = *self.policy.grant();
         self.changes.available_at_fetch = self.available_sets();
     }
@@ -236,17 +261,25 @@ impl Run {
 
     /// Notes a policy message of the host's during the phase: `changed` when it changed the
     /// grant or a set's status, `widening` when it only widened them (nothing withdrawn nor
-    /// made unavailable), `what` naming it. A widening is not counted among the messages a
-    /// change is followed by: §17.5 step 3 makes it a policy decision of its own, told →
-    /// receipted → activated after the change's narrowing (finding F3: a narrowing Request
-    /// then a widening one warned `host.manifest-one-update-per-change`).
-    pub(super) fn policy_message_seen(&mut self, changed: bool, widening: bool, what: &str) {
+    /// made unavailable), `request` when it came as a Request, `what` naming it. A widening
+    /// is not counted among the messages a change is followed by: §17.5 step 3 makes it a
+    /// policy decision of its own, told → receipted → activated after the change's narrowing
+    /// (finding F3: a narrowing Request then a widening one warned
+    /// `host.manifest-one-update-per-change`).
+    pub(super) fn policy_message_seen(
+        &mut self,
+        (changed, widening, request): (bool, bool, bool),
+        what: &str,
+    ) {
         let c = &mut self.changes;
         if !c.watching {
             return;
         }
         if !widening {
             c.since_fetch = c.since_fetch.saturating_add(1);
+            if request {
+                c.requested = c.requested.saturating_add(1);
+            }
         }
         if changed && c.awaiting_fetch && c.unfetched.len() < 3 {
             c.unfetched.push(what.to_owned());
@@ -319,6 +352,10 @@ impl Run {
             self.refused_after(probe, &what, deadline, &mut seen).await;
             revoked = seen.defects.len() == n && seen.shown.last() == Some(&what);
         }
+        if self.closed {
+            return None;
+        }
+        self.judge_narrowing_told(deadline).await;
         if self.closed {
             return None;
         }
@@ -468,6 +505,14 @@ impl Run {
     /// a Request for a narrowed grant, and a removal not in force a step after the fetch is
     /// reduced late, the over-permission window §6.7 forbids (fail closed: the spec names no
     /// time, and a step is what every other wait of the checker's is given).
+    ///
+    /// Whether the host had told is read where the result stands on the wire
+    /// ([`Run::told_when_answered`]; r3 finding 1): a policy message between the probe and
+    /// its result puts the removal in force before that result, which is then judged as it
+    /// is (§6.7: reduction first, then the Request; §17.5: judged at response receipt). A
+    /// result held when the phase's budget leaves no time to send the probe again is judged
+    /// as it is too (r3 finding 3): it was accepted after the host read the removal, and
+    /// the excuse of a later tell cannot be tried (fail closed).
     async fn refused_after(
         &mut self,
         probe: (&str, Value, Value),
@@ -481,22 +526,23 @@ impl Run {
             seen.unsent = true;
             return;
         }
-        let told = self.changes.since_fetch > 0;
         let mut reply = self.call_within(method, params, bound).await;
         let mut retold = "";
-        if matches!(reply, Reply::Result(_)) && !told {
+        if matches!(reply, Reply::Result(_)) && !self.told_when_answered() {
             let told = self.await_tell(deadline).await;
             let bound = self.bound_within(deadline);
             if self.closed {
                 return;
             }
             if bound.is_zero() {
-                let d = format!(
-                    "{what} got {} before the host told its policy change, and the phase's \
-                     budget ({PHASE_STEPS} × --timeout) ran out before it could be sent again",
+                seen.shown.push(what.to_owned());
+                seen.defects.push(format!(
+                    "{what} got {} after the host read the manifest removing it, before any \
+                     policy message of the host's followed the fetch, and the phase's budget \
+                     ({PHASE_STEPS} × --timeout) left no time to send it again: judged by that \
+                     answer",
                     reply.describe()
-                );
-                self.changes.quiet.push(d);
+                ));
                 return;
             }
             retold = if told {
@@ -506,7 +552,7 @@ impl Run {
             };
             reply = self.call_within(method, again, bound).await;
             if matches!(reply, Reply::Error(_)) {
-                seen.late.push(what.to_owned());
+                seen.late.push((what.to_owned(), told));
             }
         }
         let Seen { shown, defects, .. } = seen;
@@ -531,15 +577,76 @@ impl Run {
     /// yet), handling what comes meanwhile, until a step after that answer or `deadline`;
     /// whether it came.
     async fn await_tell(&mut self, deadline: Instant) -> bool {
+        self.await_policy(deadline, |c| c.since_fetch).await
+    }
+
+    /// [`Run::await_tell`] for what `count` reads off the phase's state.
+    async fn await_policy(&mut self, deadline: Instant, count: fn(&Changes) -> u32) -> bool {
         let from = self.changes.fetched_at.unwrap_or_else(Instant::now);
         let until = (from + self.bounds.step).min(deadline);
-        while self.changes.since_fetch == 0 {
+        while count(&self.changes) == 0 {
             match self.next_until(until).await {
                 Some(m) => self.handle(m).await,
                 None => break,
             }
         }
-        self.changes.since_fetch > 0
+        count(&self.changes) > 0
+    }
+
+    /// §6.7 (a Request for any change to the effective grant, reductions included) and
+    /// §17.5 step 3 (revoked host-first, then the Request): when the fetched narrowing took
+    /// a capability out of the grant ([`Changes::lost_at_fetch`]), a `featureSets/update`
+    /// Request follows, awaited until a step after the fetch (within `deadline`). None by
+    /// then fails (fail closed: the spec names no time; a step is every wait's bound);
+    /// the budget ending first, before a step passed, skips. When the grant did not change
+    /// (only a feature set went: a set carries no authority, §6.4), no Request is required.
+    async fn judge_narrowing_told(&mut self, deadline: Instant) {
+        let lost = self.changes.lost_at_fetch.join(", ");
+        if lost.is_empty() {
+            let d = "the fetched narrowing took no capability out of the grant (only a feature \
+                     set went, which carries no authority, §6.4): no policy Request is required \
+                     (§6.7: one for a change to the effective grant)";
+            self.record(NARROWING_TOLD, Status::Skip, d);
+            return;
+        }
+        if self.await_policy(deadline, |c| c.requested).await {
+            let d = format!(
+                "the fetched narrowing withdrew {lost}, and the host told it by a \
+                 featureSets/update Request (§6.7: reduced first, then the Request)"
+            );
+            self.record(NARROWING_TOLD, Status::Pass, d);
+            return;
+        }
+        if self.closed {
+            return;
+        }
+        let waited = self
+            .changes
+            .fetched_at
+            .map(|f| f.elapsed())
+            .unwrap_or_default();
+        let how = if self.changes.since_fetch > 0 {
+            "only a featureSets/update Notification followed it (§6.7: a grant change goes by \
+             Request; host.policy-is-request)"
+        } else {
+            "no policy message followed it"
+        };
+        if waited < self.bounds.step {
+            let d = format!(
+                "the fetched narrowing withdrew {lost}; {how} before the manifest-change \
+                 probes' budget ({PHASE_STEPS} × --timeout) ran out, {} after the fetch",
+                secs(waited)
+            );
+            self.record(NARROWING_TOLD, Status::Skip, d);
+            return;
+        }
+        let d = format!(
+            "the fetched narrowing withdrew {lost} from the grant, and {how} within {} of the \
+             fetch (§6.7: a Request for any change to the effective grant, reductions \
+             included; §17.5 step 3: revoked host-first, then the Request)",
+            secs(waited)
+        );
+        self.record(NARROWING_TOLD, Status::Fail, d);
     }
 
     /// Records `id` from what the probes showed (`seen`); `why` says why they must be
@@ -571,12 +678,26 @@ impl Run {
             self.record(id, Status::Skip, none);
         } else {
             let mut d = format!("{} refused with an error once {why}", shown.join(" and "));
-            if !late.is_empty() {
+            let (told, silent): (Vec<_>, Vec<_>) = late.iter().partition(|(_, t)| *t);
+            let names = |l: Vec<&(String, bool)>| {
+                l.into_iter()
+                    .map(|(w, _)| w.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            };
+            if !told.is_empty() {
                 d.push_str(&format!(
                     " ({} got a result before the host told its policy change, and was refused \
                      once it had: the host applies a fetched manifest after reading it, §6.7's \
                      order kept)",
-                    late.join(" and ")
+                    names(told)
+                ));
+            }
+            if !silent.is_empty() {
+                d.push_str(&format!(
+                    " ({} got a result after the fetch, and was refused when sent again a step \
+                     after it, no policy message having followed the fetch)",
+                    names(silent)
                 ));
             }
             self.record(id, Status::Pass, d);

@@ -117,6 +117,7 @@ catalogue! {
     "host.manifest-partial-removals-applied", "§17.5", "a fetched manifest that parses but declares sets invalidly still has its removals applied: a push under the feature set it removed is refused with an error";
     "host.manifest-additions-not-granted", "§17.5", "a capability a fetched manifest adds (modelInfo, never advertised before) or advertises again after the host revoked it (channels.incoming) is not used until a policy Request granting it is answered: model/info and channels/incoming for the registered channel are refused meanwhile, an answer sent before the host could have read the receipt included (§6.7: tell → receipt → activate)";
     "host.manifest-one-update-per-change", "§17.5", "at most one policy message follows one manifest change, not one per item (a Request only widening the grant is a decision of its own, not counted; the receipt itself is host-internal, §17.6: only its wire consequence is judged; a warning)";
+    "host.manifest-narrowing-requested", "§17.5", "a fetched manifest whose removals take a capability out of the grant (channels.incoming, granted before) is followed by a featureSets/update Request within a step of the fetch (§6.7: a Request for any change to the effective grant, reductions included; §17.5 step 3: revoked host-first, then the Request; none, or only a Notification, fails; skipped when only a feature set went, which changes no grant)";
 }
 
 /// Arguments of `mcpl check-host`.

@@ -622,6 +622,9 @@ pub(super) struct Snapshot {
     /// [`Run::expanding`] then: the grants before the expansions whose receipts were held
     /// (read by [`Run::held_when_answered`], never swapped in).
     expanding: Option<(Grant, Grant)>,
+    /// The policy messages counted since the last fetch's answer then (read by
+    /// [`Run::told_when_answered`], never swapped in).
+    told: u32,
 }
 
 impl Run {
@@ -631,6 +634,17 @@ impl Run {
             policy: self.policy.clone(),
             grant_notified: self.grant_notified,
             expanding: self.expanding,
+            told: self.changes.policy_messages_since_fetch(),
+        }
+    }
+
+    /// Whether the host had sent a policy message since the last fetch's answer when the
+    /// last call's answer came ([`Run::answered_under`]; as it stands now when none was
+    /// kept): the wire position of the answer, not of the request (§6.7, §17.5).
+    pub(super) fn told_when_answered(&self) -> bool {
+        match &self.answered_under {
+            Some(then) => then.told > 0,
+            None => self.changes.policy_messages_since_fetch() > 0,
         }
     }
 
@@ -665,6 +679,7 @@ impl Run {
             policy: std::mem::replace(&mut self.policy, s.policy),
             grant_notified: std::mem::replace(&mut self.grant_notified, s.grant_notified),
             expanding: s.expanding,
+            told: s.told,
         }
     }
 }

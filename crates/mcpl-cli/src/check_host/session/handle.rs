@@ -94,8 +94,7 @@ impl Run {
                     if carried || changed {
                         // §17.3, §17.5 step 4: read by the manifest-change probes.
                         self.policy_message_seen(
-                            changed,
-                            false,
+                            (changed, false, false),
                             "a featureSets/update Notification",
                         );
                     }
@@ -182,7 +181,7 @@ impl Run {
                         .iter()
                         .any(|(name, was)| was.is_available() && !self.policy.is_available(name));
                 let widening = receipt && changed && !narrows;
-                self.policy_message_seen(changed, widening, "a featureSets/update Request");
+                self.policy_message_seen((changed, widening, true), "a featureSets/update Request");
                 if receipt && expands {
                     self.hold_later_receipt(before).await;
                 }
