@@ -14,7 +14,7 @@ use serde_json::Value;
 
 #[path = "support/raw.rs"]
 mod raw;
-use raw::{answer_all, raw_peer_with};
+use raw::raw_peer_with;
 
 /// A deadlock guard, never a synchronisation: the paused clock reaches it only once every
 /// task waits, which is how a request left waiting shows.
@@ -149,67 +149,13 @@ async fn a_response_of_ours_in_the_unread_rest_of_a_batch_still_ends_its_request
 }
 
 /// A request of ours whose frame had not yet taken its place on the wire (the outgoing queue
-/// full) when such a batch failed every request outstanding is never sent afterwards: its
-/// caller was told it failed, so the other side must not run it. Before, the frame went
-/// out once the queue had room, after the caller's error.
+/// full) when such a batch failed every request outstanding is not failed: the other side
+/// cannot have answered it (JSON-RPC 2.0 §5, `Shared::was_written`; reviewer r3 finding 1).
+/// It goes out once the queue has room, and its real answer settles it. Before, it was
+/// failed, never sent, and its caller told so (pinned then; changed with the written rule).
 #[tokio::test(start_paused = true)]
-async fn a_request_failed_before_its_frame_was_queued_is_never_sent() {
-    use std::future::Future;
-    use std::task::Poll;
-    let config = PeerConfig {
-        request_timeout: None,
-        max_message_size: 100_000,
-        outgoing_capacity: 1,
-        ..PeerConfig::default()
-    };
-    // A 64-byte pipe the test does not read yet: the first frame is written in part, the
-    // rest of it fills the one place in the outgoing queue.
-    let (peer, incoming, mut raw) = raw_peer_with(config, 64);
-    answer_all(incoming);
-    let fill = serde_json::json!({ "pad": "f".repeat(1024) });
-    peer.notify_raw("fill", Some(fill))
-        .await
-        .expect("written in part");
-    let p = peer.clone();
-    let mut call = Box::pin(async move { p.request_raw_with("unsent", None, never()).await });
-    // Polled once: registered, its frame held (no room in the queue).
-    std::future::poll_fn(|cx| {
-        assert!(call.as_mut().poll(cx).is_pending());
-        Poll::Ready(())
-    })
-    .await;
-    assert_eq!(peer.pending_requests(), 1);
-    raw.send(&batch(3000, &[])).await;
-    // The reader fails every request outstanding once it has read the whole batch.
-    for _ in 0..100_000 {
-        if peer.pending_requests() == 0 {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
-    assert_eq!(peer.pending_requests(), 0, "never failed");
-    let outcome = tokio::time::timeout(GUARD, call).await.expect("ended");
-    assert!(
-        matches!(&outcome, Err(PeerError::InvalidResponse(_))),
-        "{outcome:?}"
-    );
-    // Every request and notification the peer wrote, up to its answer to a request sent now.
-    let methods: Vec<Value> = raw
-        .before_sync()
-        .await
-        .into_iter()
-        .filter_map(|v| v.get("method").cloned())
-        .collect();
-    assert_eq!(methods, vec![Value::from("fill")], "sent after it failed");
-}
-
-/// The same for a request sent in order (`Peer::send_request`, whose answer comes by
-/// `Incoming::recv_ordered`): failed while its frame waits for room, its failure is
-/// delivered in order under its id and the frame is never sent afterwards. Before, the
-/// frame went out once the queue had room, after the failure was delivered.
-#[tokio::test(start_paused = true)]
-async fn a_request_sent_in_order_failed_before_its_frame_was_queued_is_never_sent() {
-    use mcpl::peer::Ordered;
+async fn a_request_not_yet_queued_is_not_failed_by_the_batch_and_is_sent() {
+    use mcpl::peer::IncomingMessage;
     use std::future::Future;
     use std::task::Poll;
     let config = PeerConfig {
@@ -226,6 +172,67 @@ async fn a_request_sent_in_order_failed_before_its_frame_was_queued_is_never_sen
         .await
         .expect("written in part");
     let p = peer.clone();
+    let mut call = Box::pin(async move { p.request_raw_with("unsent", None, never()).await });
+    // Polled once: registered, its frame held (no room in the queue).
+    std::future::poll_fn(|cx| {
+        assert!(call.as_mut().poll(cx).is_pending());
+        Poll::Ready(())
+    })
+    .await;
+    assert_eq!(peer.pending_requests(), 1);
+    raw.send(&batch(3000, &[])).await;
+    raw.send(r#"{"jsonrpc":"2.0","method":"mark"}"#).await;
+    // The batch read whole (the notification after it delivered), the request still waits.
+    loop {
+        match tokio::time::timeout(GUARD, incoming.recv())
+            .await
+            .expect("mark")
+        {
+            Some(IncomingMessage::Notification(n)) if n.method == "mark" => break,
+            Some(_) => {}
+            None => panic!("the connection ended"),
+        }
+    }
+    assert_eq!(peer.pending_requests(), 1, "failed by the batch");
+    let call = tokio::spawn(call);
+    assert_eq!(raw.recv().await["method"], "fill");
+    let request = tokio::time::timeout(GUARD, raw.recv())
+        .await
+        .expect("never sent");
+    assert_eq!(request["method"], "unsent");
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":"real"}}"#,
+        request["id"]
+    ))
+    .await;
+    let outcome = tokio::time::timeout(GUARD, call)
+        .await
+        .expect("still waits")
+        .expect("joined");
+    assert_eq!(outcome.ok(), Some(Value::from("real")));
+}
+
+/// The same for a request sent in order (`Peer::send_request`, whose answer comes by
+/// `Incoming::recv_ordered`): not failed while its frame waits for room, it goes out and
+/// its real answer is delivered in order under its id. Before, its failure was delivered
+/// and the frame never sent (pinned then; changed with the written rule).
+#[tokio::test(start_paused = true)]
+async fn a_request_sent_in_order_not_yet_queued_is_not_failed_by_the_batch() {
+    use mcpl::peer::{IncomingMessage, Ordered};
+    use std::future::Future;
+    use std::task::Poll;
+    let config = PeerConfig {
+        request_timeout: None,
+        max_message_size: 100_000,
+        outgoing_capacity: 1,
+        ..PeerConfig::default()
+    };
+    let (peer, mut incoming, mut raw) = raw_peer_with(config, 64);
+    let fill = serde_json::json!({ "pad": "f".repeat(1024) });
+    peer.notify_raw("fill", Some(fill))
+        .await
+        .expect("written in part");
+    let p = peer.clone();
     let (id_tx, id_rx) = std::sync::mpsc::channel();
     let mut call = Box::pin(async move {
         p.send_request("unsent", None, move |id| {
@@ -233,7 +240,6 @@ async fn a_request_sent_in_order_failed_before_its_frame_was_queued_is_never_sen
         })
         .await
     });
-    // Polled once: registered, its frame held (no room in the queue).
     std::future::poll_fn(|cx| {
         assert!(call.as_mut().poll(cx).is_pending());
         Poll::Ready(())
@@ -241,32 +247,39 @@ async fn a_request_sent_in_order_failed_before_its_frame_was_queued_is_never_sen
     .await;
     let id = id_rx.try_recv().expect("registered, its id told");
     raw.send(&batch(3000, &[])).await;
-    // Its failure, delivered in order under its id.
-    let failed = tokio::time::timeout(GUARD, async {
-        loop {
-            match incoming.recv_ordered().await {
-                Some(Ordered::Response(r)) => break r,
-                Some(_) => continue,
-                None => panic!("the connection ended"),
-            }
-        }
-    })
-    .await
-    .expect("never failed");
-    assert_eq!(failed.id.as_ref(), Some(&id));
-    assert!(failed.outcome.is_err(), "{failed:?}");
-    // The send ends without sending it: its id stands, the failure named it.
-    let sent = tokio::time::timeout(GUARD, call).await.expect("ended");
-    assert_eq!(sent.ok(), Some(id));
-    answer_all(incoming);
-    // Every request and notification the peer wrote, up to its answer to a request sent now.
-    let methods: Vec<Value> = raw
-        .before_sync()
+    raw.send(r#"{"jsonrpc":"2.0","method":"mark"}"#).await;
+    // Nothing delivered in order before the notification after the batch: no failure.
+    let first = tokio::time::timeout(GUARD, incoming.recv_ordered())
         .await
-        .into_iter()
-        .filter_map(|v| v.get("method").cloned())
-        .collect();
-    assert_eq!(methods, vec![Value::from("fill")], "sent after it failed");
+        .expect("mark");
+    assert!(
+        matches!(&first, Some(Ordered::Message(IncomingMessage::Notification(n))) if n.method == "mark"),
+        "{first:?}"
+    );
+    let call = tokio::spawn(call);
+    assert_eq!(raw.recv().await["method"], "fill");
+    let request = tokio::time::timeout(GUARD, raw.recv())
+        .await
+        .expect("never sent");
+    assert_eq!(request["method"], "unsent");
+    assert_eq!(request["id"], id.to_value());
+    let sent = tokio::time::timeout(GUARD, call).await.expect("ended");
+    assert_eq!(sent.expect("joined").ok(), Some(id.clone()));
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":"real"}}"#,
+        request["id"]
+    ))
+    .await;
+    let answered = tokio::time::timeout(GUARD, incoming.recv_ordered())
+        .await
+        .expect("never answered");
+    match answered {
+        Some(Ordered::Response(r)) => {
+            assert_eq!(r.id.as_ref(), Some(&id));
+            assert_eq!(r.outcome.ok(), Some(Value::from("real")));
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 /// A batch over the size limit whose response answers a request of ours ends that request

@@ -25,7 +25,7 @@ pub(super) fn integral_id(shared: &Shared, value: &mut Value) -> Option<()> {
 /// built, or one refused unbuilt for its size or parsed cost, whose request then fails at
 /// once): the outstanding integer id of ours that `n` writes as a whole float, reported
 /// (`Diagnostic::IntegralId`); `None` for an integer (read exactly elsewhere), a true
-/// fraction, or a value no outstanding request has.
+/// fraction, or a value no outstanding request written has (`Shared::was_written`).
 pub(super) fn outstanding_integral(shared: &Shared, n: &serde_json::Number) -> Option<RequestId> {
     if n.is_i64() || n.is_u64() {
         return None;
@@ -37,7 +37,7 @@ pub(super) fn outstanding_integral(shared: &Shared, n: &serde_json::Number) -> O
     let id = RequestId::from(whole as i64);
     let pending = lock(&shared.pending).contains_key(&id);
     let outstanding = pending || lock(&shared.in_order).contains(&id);
-    if !outstanding {
+    if !outstanding || !shared.was_written(&id) {
         return None;
     }
     shared.diagnose(Diagnostic::IntegralId {

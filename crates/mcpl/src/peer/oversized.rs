@@ -351,11 +351,21 @@ fn fail_outstanding(shared: &Shared, why: &str) -> Vec<Parsed> {
     super::reader::fail_refused(shared, rest, &why)
 }
 
-/// Every request of ours outstanding: awaited, and sent in order (the two never share an
-/// id: both draw from one counter, and each request is registered in one of them).
+/// Every request of ours outstanding whose frame was written (`Shared::was_written`: one
+/// still queued can have been answered nowhere): awaited, and sent in order (the two never
+/// share an id: both draw from one counter, and each request is registered in one of them).
 pub(super) fn outstanding(shared: &Shared) -> Vec<RequestId> {
-    let mut ids: Vec<RequestId> = lock(&shared.pending).keys().cloned().collect();
-    ids.extend(lock(&shared.in_order).iter().cloned());
+    let mut ids: Vec<RequestId> = lock(&shared.pending)
+        .keys()
+        .filter(|id| shared.was_written(id))
+        .cloned()
+        .collect();
+    ids.extend(
+        lock(&shared.in_order)
+            .iter()
+            .filter(|id| shared.was_written(id))
+            .cloned(),
+    );
     ids
 }
 

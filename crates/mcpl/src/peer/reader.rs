@@ -847,10 +847,9 @@ pub(super) fn classify(
                 return Some(super::refused::answered_invalid(shared, invalid, policy));
             }
             let InvalidMessage { id, reason } = invalid;
-            // Nor does one fail a request not yet written (`Shared::was_written`).
+            // Nor does one fail a request not yet written (`fail_response` checks it).
             let settled = id
                 .as_ref()
-                .filter(|id| shared.was_written(id))
                 .and_then(|id| fail_response(shared, id, &reason));
             shared.diagnose(Diagnostic::InvalidMessage {
                 id,

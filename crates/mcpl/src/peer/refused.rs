@@ -149,8 +149,10 @@ pub(super) fn refuse(
     // What the diagnostic names: the id answered under, or the request of ours failed.
     let id = match &then {
         Then::Answer(id) => id.clone(),
+        // Not one of a request not yet written (`Shared::was_written`): it fails nothing,
+        // and is reported as the parse error it is.
         Then::Fail { .. } => match &head.id {
-            IdSeen::Id(id) => Some(id.clone()),
+            IdSeen::Id(id) => Some(id.clone()).filter(|id| shared.was_written(id)),
             IdSeen::Number(n) => super::ids::outstanding_integral(shared, n),
             IdSeen::Absent | IdSeen::Unusable | IdSeen::Cut => None,
         },

@@ -25,8 +25,13 @@ pub(super) fn is_ours(shared: &Shared, id: &RequestId) -> bool {
 /// answer, reported and never answered, as a late response is
 /// ([`Diagnostic::LateResponse`]); a `-32600` under that number could end a request of the
 /// other side's own that shares it. This side numbers its requests from 1 up
-/// (`Shared::next_id`), so the ids it used are the integers below the next.
+/// (`Shared::next_id`), so the ids it used are the integers below the next. An id of a
+/// request not yet written names none (`Shared::was_written`): such an object is answered
+/// as any is.
 pub(super) fn answers_ours(shared: &Shared, id: &RequestId) -> bool {
+    if !shared.was_written(id) {
+        return false;
+    }
     let issued = match id {
         RequestId::Number(n) => n
             .as_u64()
@@ -136,8 +141,13 @@ pub(super) fn settle_answer(shared: &Shared, id: RequestId, result: &str) -> Opt
 /// Fails the request of ours a malformed response answers (`reason`), at once rather than
 /// at its deadline: a waiting caller gets [`PeerError::InvalidResponse`]; a
 /// [`Peer::send_request`]'s is returned for delivery in wire order as an error (`-32603`
-/// naming the defect), as its answer would have been.
+/// naming the defect), as its answer would have been. Never one not yet written
+/// (`Shared::was_written`, JSON-RPC 2.0 §5): checked here, the one place every failing
+/// path (a refused response, a batch refused whole, an invalid one taken) goes through.
 pub(super) fn fail_response(shared: &Shared, id: &RequestId, reason: &str) -> Option<Parsed> {
+    if !shared.was_written(id) {
+        return None;
+    }
     let in_order = {
         let mut set = lock(&shared.in_order);
         !set.is_empty() && set.remove(id)
