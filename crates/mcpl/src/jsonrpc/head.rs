@@ -35,6 +35,35 @@ pub(crate) enum IdSeen {
     Cut,
 }
 
+/// JSON-RPC 2.0 §5: a response's id is "the same as the value of" its request's. The integer
+/// id a response's number `n` writes as a whole float (`7.0`, `7e0`: whole, and under 2^53,
+/// where a double names one integer), read as a double as a JavaScript peer reads it;
+/// `None` for an integer (read exactly elsewhere) or a true fraction. The one reading the
+/// async peer (`peer::ids::outstanding_integral`) and [`crate::session::HostState`] apply,
+/// each then asking whether a request of its own waits under it.
+pub(crate) fn whole_float_id(n: &serde_json::Number) -> Option<RequestId> {
+    if n.is_i64() || n.is_u64() {
+        return None;
+    }
+    let whole = n
+        .as_f64()
+        .filter(|f| f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0)?;
+    #[allow(clippy::cast_possible_truncation)]
+    Some(RequestId::from(whole as i64))
+}
+
+/// Whether `id` is one a side that numbers its requests from 1 up, `next` being the next it
+/// would use, gave one of its requests: an integer in `1..next`. The one reading by which
+/// the async peer (`peer::settle::answers_ours`) and [`crate::session::HostState`] take an
+/// object with an id and neither a method nor an outcome under such an id as a late,
+/// malformed answer rather than a request to answer (JSON-RPC 2.0 §5).
+pub(crate) fn numbered_by_us(id: &RequestId, next: u64) -> bool {
+    match id {
+        RequestId::Number(n) => n.as_u64().is_some_and(|n| n >= 1 && n < next),
+        RequestId::String(_) => false,
+    }
+}
+
 /// What a refused message shows of itself, read member by member in order, up to its end or
 /// to the first byte that cannot be read (a discarded message's head ends in the middle).
 #[derive(Debug, Default)]

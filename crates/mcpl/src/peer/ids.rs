@@ -27,14 +27,7 @@ pub(super) fn integral_id(shared: &Shared, value: &mut Value) -> Option<()> {
 /// (`Diagnostic::IntegralId`); `None` for an integer (read exactly elsewhere), a true
 /// fraction, or a value no outstanding request written has (`Shared::was_written`).
 pub(super) fn outstanding_integral(shared: &Shared, n: &serde_json::Number) -> Option<RequestId> {
-    if n.is_i64() || n.is_u64() {
-        return None;
-    }
-    let whole = n
-        .as_f64()
-        .filter(|f| f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0)?;
-    #[allow(clippy::cast_possible_truncation)]
-    let id = RequestId::from(whole as i64);
+    let id = crate::jsonrpc::head::whole_float_id(n)?;
     let pending = lock(&shared.pending).contains_key(&id);
     let outstanding = pending || lock(&shared.in_order).contains(&id);
     if !outstanding || !shared.was_written(&id) {

@@ -32,12 +32,8 @@ pub(super) fn answers_ours(shared: &Shared, id: &RequestId) -> bool {
     if !shared.was_written(id) {
         return false;
     }
-    let issued = match id {
-        RequestId::Number(n) => n
-            .as_u64()
-            .is_some_and(|n| n >= 1 && n < shared.next_id.load(Ordering::Relaxed)),
-        RequestId::String(_) => false,
-    };
+    let next = shared.next_id.load(Ordering::Relaxed);
+    let issued = crate::jsonrpc::head::numbered_by_us(id, next);
     issued || is_ours(shared, id)
 }
 

@@ -58,6 +58,12 @@ impl HostState {
         } else {
             match self.handle_text(now, text) {
                 Ok(()) => return,
+                // An answer of ours under its id written as a whole float (`7.0`): the
+                // peer's reading (`peer::ids::integral_id`).
+                Err(ParseError::Invalid(invalid)) => match self.whole_float_answer(message) {
+                    Some(value) => return self.take_answer_value(now, message, value),
+                    None => ParseError::Invalid(invalid),
+                },
                 Err(e) => e,
             }
         };
@@ -99,6 +105,14 @@ impl HostState {
         // What a `Value` does not show: a request's member named twice, and any member
         // named twice in an answer deciding authority (`jsonrpc::doubled`, the peer's
         // reading), by entry index.
+        // An answer of ours under its id written as a whole float (`7.0`) answers it, as the
+        // peer reads it (`peer::ids::integral_id`).
+        let mut entries = entries;
+        for entry in &mut entries {
+            if !crate::jsonrpc::Shape::of(entry).request_like() {
+                self.whole_float_id(entry);
+            }
+        }
         let answers: Vec<usize> = entries
             .iter()
             .enumerate()
@@ -133,7 +147,7 @@ impl HostState {
             Err(invalid) => invalid,
         };
         match shape.then(&invalid) {
-            InvalidThen::AnswerUnlessOurs(id) if self.ours(&id).is_some() => {
+            InvalidThen::AnswerUnlessOurs(id) if self.answers_ours(&id) => {
                 self.fail_invalid(now, invalid)
             }
             InvalidThen::Answer(_) | InvalidThen::AnswerUnlessOurs(_) => {
@@ -215,13 +229,19 @@ impl HostState {
         // A response of ours (an outcome and no method, or an object read whole with an id
         // and neither: `Then::AnswerUnlessOurs`), failed rather than answered.
         let ours = self.ours_shown(&head);
+        // Or one of ours already answered or given up: a late, malformed answer, reported,
+        // never answered (the peer's `answers_ours`).
+        let late = ours.is_none()
+            && !head.method
+            && head.whole
+            && matches!(&head.id, IdSeen::Id(id) if self.answers_ours(id));
         let id = match &e {
             ParseError::Invalid(i) => i.id.clone(),
             ParseError::Json(_) => e.answer_id(text),
         };
         let owed = e.owed_answers(text, max).filter(|_| {
             // Only what follows a response of ours on its line is still answered.
-            ours.is_none() || head.outcome
+            (ours.is_none() && !late) || head.outcome
         });
         self.unreadable(id.as_ref(), detail.clone(), owed.is_some());
         match owed {
@@ -268,15 +288,68 @@ impl HostState {
     }
 
     /// The request of ours still waiting that `head` answers: a response (an outcome and
-    /// no method) or an object read whole without a method (the peer's `names_ours`).
+    /// no method) or an object read whole without a method (the peer's `names_ours`), its
+    /// id exact or written as a whole float ([`crate::jsonrpc::head::whole_float_id`]).
     fn ours_shown(&self, head: &Head) -> Option<u64> {
         if head.method || !(head.outcome || head.whole) {
             return None;
         }
         match &head.id {
             IdSeen::Id(id) => self.ours(id),
+            IdSeen::Number(n) => {
+                crate::jsonrpc::head::whole_float_id(n).and_then(|id| self.ours(&id))
+            }
             _ => None,
         }
+    }
+
+    /// Whether an object with an id and neither a method nor an outcome, under `id`, is read
+    /// as an answer of ours rather than answered: a request of ours waits under it, or the
+    /// host numbered one of its requests with it, since answered or given up (the peer's
+    /// `answers_ours`, by [`crate::jsonrpc::head::numbered_by_us`]; JSON-RPC 2.0 §5: a
+    /// `-32600` under that number could end a request of the server's own that shares it).
+    fn answers_ours(&self, id: &RequestId) -> bool {
+        crate::jsonrpc::head::numbered_by_us(id, self.next_id) || self.ours(id).is_some()
+    }
+
+    /// Gives `value`'s `id`, a number naming a request of ours waiting as a whole float
+    /// (`7.0`), that request's integer id (the peer's `ids::integral_id`, by
+    /// [`crate::jsonrpc::head::whole_float_id`]); `None` when it was left.
+    fn whole_float_id(&self, value: &mut Value) -> Option<()> {
+        let slot = value.as_object_mut()?.get_mut("id")?;
+        let Value::Number(n) = slot else {
+            return None;
+        };
+        let id = crate::jsonrpc::head::whole_float_id(n)?;
+        self.ours(&id)?;
+        *slot = id.to_value();
+        Some(())
+    }
+
+    /// A single message `message` refused as invalid only for its id, a number naming a
+    /// request of ours waiting as a whole float: its value, the id made that request's
+    /// (read again only on this error path). `None` for anything else.
+    fn whole_float_answer(&self, message: &str) -> Option<Value> {
+        let head = Head::read_str(message);
+        if head.method || !matches!(head.id, IdSeen::Number(_)) {
+            return None;
+        }
+        let mut value: Value = serde_json::from_str(message).ok()?;
+        self.whole_float_id(&mut value)?;
+        Some(value)
+    }
+
+    /// An answer of ours read from a single message's `value` (its id made exact), as
+    /// [`Self::handle_text`] takes one: an answer deciding authority read for members
+    /// named twice in `message`.
+    fn take_answer_value(&mut self, now: Instant, message: &str, value: Value) {
+        let id = value.get("id").and_then(RequestId::from_value);
+        let doubled = self
+            .answer_read_whole(id.as_ref())
+            .then(|| crate::jsonrpc::repeated::first_repeated(message))
+            .flatten()
+            .map(crate::jsonrpc::doubled::Doubled::Within);
+        self.take_value(now, value, doubled);
     }
 
     /// The key of the request of ours waiting under `id`, if any.

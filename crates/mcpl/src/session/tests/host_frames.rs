@@ -276,3 +276,90 @@ fn messages_past_the_bound_on_a_line_are_refused_and_fail_ours_there() {
         ]
     );
 }
+
+/// JSON-RPC 2.0 §5 (reviewer r3, finding 2): an object with an id and neither a method nor
+/// an outcome, under the id of a request of the host's own already answered, is a late,
+/// malformed answer: reported, never answered (a `-32600` under that number could end a
+/// request of the server's own that shares it), as the async peer reads it
+/// (`peer::settle::answers_ours`). Alone, and as an entry of a batch.
+#[test]
+fn s5_a_late_malformed_answer_of_ours_is_not_answered() {
+    let (mut p, a, b) = two_requests();
+    p.host
+        .handle_frame(p.now, &result(a, 1).to_string(), MAX_BATCH);
+    p.host
+        .handle_frame(p.now, &result(b, 2).to_string(), MAX_BATCH);
+    let wrote = p.host_wrote.len();
+    let from = p.host_out.len();
+    p.host.handle_frame(
+        p.now,
+        &json!({"jsonrpc": "2.0", "id": a}).to_string(),
+        MAX_BATCH,
+    );
+    p.host.handle_frame(
+        p.now,
+        &json!([{"jsonrpc": "2.0", "id": b}]).to_string(),
+        MAX_BATCH,
+    );
+    let out = wrote_from(&mut p, wrote);
+    assert!(out.is_empty(), "{out:?}");
+    let unanswered = host_diags(&mut p, from)
+        .into_iter()
+        .filter(|d| {
+            matches!(
+                d,
+                HostDiagnostic::Unreadable {
+                    answered: false,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(unanswered, 2, "each reported");
+    // An id the host never used is still answered `-32600` under it.
+    let wrote = p.host_wrote.len();
+    p.host.handle_frame(
+        p.now,
+        &json!({"jsonrpc": "2.0", "id": 900}).to_string(),
+        MAX_BATCH,
+    );
+    let out = wrote_from(&mut p, wrote);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0]["id"], 900);
+    assert_eq!(out[0]["error"]["code"], codes::INVALID_REQUEST);
+}
+
+/// JSON-RPC 2.0 §5 (reviewer r3, finding 3): a response whose id echoes a request of the
+/// host's as a whole float (`7.0`) answers that request, as the async peer reads it
+/// (`peer::ids::integral_id`): alone, in a batch, and (failing it at once) when the
+/// response is refused. A true fraction names none.
+#[test]
+fn s5_a_whole_float_id_answers_our_request() {
+    let (mut p, a, b) = two_requests();
+    let from = p.host_out.len();
+    let text = format!(r#"{{"jsonrpc":"2.0","id":{a}.0,"result":{{"tools":[],"n":1}}}}"#);
+    p.host.handle_frame(p.now, &text, MAX_BATCH);
+    let text = format!(r#"[{{"jsonrpc":"2.0","id":{b}.0,"result":{{"tools":[],"n":2}}}}]"#);
+    p.host.handle_frame(p.now, &text, MAX_BATCH);
+    let got = answered(&mut p, from);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0].0, a);
+    assert_eq!(
+        got[0].1.as_ref().ok().map(|v| v["n"].clone()),
+        Some(json!(1))
+    );
+    assert_eq!(got[1].0, b);
+    assert_eq!(
+        got[1].1.as_ref().ok().map(|v| v["n"].clone()),
+        Some(json!(2))
+    );
+
+    let (mut p, a, b) = two_requests();
+    let from = p.host_out.len();
+    let text = format!(r#"{{"jsonrpc":"2.0","id":{a}.0,"result":1e400}}"#);
+    p.host.handle_frame(p.now, &text, MAX_BATCH);
+    let text = format!(r#"{{"jsonrpc":"2.0","id":{b}.5,"result":{{"tools":[]}}}}"#);
+    p.host.handle_frame(p.now, &text, MAX_BATCH);
+    let got = answered(&mut p, from);
+    assert_eq!(got, vec![(a, Err(codes::INTERNAL_ERROR))], "{got:?}");
+}
