@@ -363,3 +363,21 @@ fn s5_a_whole_float_id_answers_our_request() {
     let got = answered(&mut p, from);
     assert_eq!(got, vec![(a, Err(codes::INTERNAL_ERROR))], "{got:?}");
 }
+
+/// The same for a request of the host's given up at its deadline (30 s in `two_requests`):
+/// an id-only object under its id after that is a late, malformed answer, not answered.
+#[test]
+fn s5_an_id_alone_under_a_request_given_up_is_not_answered() {
+    let (mut p, a, _) = two_requests();
+    p.host.handle_timeout(p.now + Duration::from_secs(31));
+    p.collect();
+    // The host's own writes at the deadline (`notifications/cancelled`) are before this.
+    let wrote = p.host_wrote.len();
+    p.host.handle_frame(
+        p.now,
+        &json!({"jsonrpc": "2.0", "id": a}).to_string(),
+        MAX_BATCH,
+    );
+    let out = wrote_from(&mut p, wrote);
+    assert!(out.is_empty(), "{out:?}");
+}
