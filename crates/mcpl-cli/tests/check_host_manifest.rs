@@ -1094,3 +1094,109 @@ async fn a_result_with_no_time_left_to_retry_is_judged() {
     assert!(d.contains("push/event under check.gone got"), "{d}");
     assert!(d.contains("budget"), "{d}");
 }
+
+/// `inner`, plus one more `mcpl/manifest` of the host's sent right behind the answer to its
+/// narrowing fetch (the second), its answer kept from the host (§17.4: a host may fetch at
+/// any time; the manifest served has not changed since).
+fn refetching(mut inner: Rule) -> Rule {
+    let mut fetch_ids = Vec::new();
+    let mut sent = false;
+    Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetch_ids.push(v["id"].clone());
+        }
+        if to == To::Host && v["id"] == "refetch-1" && v.get("method").is_none() {
+            return vec![];
+        }
+        let second = fetch_ids.get(1) == Some(&v["id"]);
+        let mut out = inner(to, v.clone());
+        if to == To::Host && v.get("method").is_none() && second && !sent {
+            sent = true;
+            let again = json!({ "jsonrpc": "2.0", "id": "refetch-1", "method": "mcpl/manifest" });
+            out.push((To::Checker, again));
+        }
+        out
+    })
+}
+
+/// r4 finding 1 (§17.4: a host may fetch at any time; §6.7): a host that never tells its
+/// narrowing but fetches the unchanged manifest once more right after reading it still
+/// fails `host.manifest-narrowing-requested`: the second fetch is no change, so it neither
+/// forgets what the narrowing withdrew nor restarts the wait for its Request. Before, it
+/// was skipped "only a feature set went".
+#[tokio::test]
+async fn a_fetch_of_the_unchanged_manifest_does_not_excuse_a_missing_request() {
+    let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rule = refetching(around_narrowing(Tell::Never, false, false, released));
+    let (_, doc) = run("refetch-never-told.json", rule).await;
+    assert_eq!(status(&doc, NARROWING_TOLD), "fail", "{doc:#}");
+    assert!(
+        detail(&doc, NARROWING_TOLD).contains("channels.incoming"),
+        "{doc:#}"
+    );
+}
+
+/// r4 finding 1, the conforming side: a host that tells its narrowing by Request and then
+/// fetches the unchanged manifest again passes `host.manifest-narrowing-requested` (the
+/// Request counted for the change is not forgotten by the later fetch), one update per
+/// change passing too.
+#[tokio::test]
+async fn a_fetch_after_the_narrowing_request_keeps_it_counted() {
+    let mut fetches = 0;
+    let mut told = false;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches += 1;
+        }
+        if to == To::Host && v["id"] == "refetch-1" && v.get("method").is_none() {
+            return vec![];
+        }
+        let request = v["method"] == "featureSets/update" && v.get("id").is_some();
+        if to == To::Checker && request && fetches == 2 && !told {
+            told = true;
+            let again = json!({ "jsonrpc": "2.0", "id": "refetch-1", "method": "mcpl/manifest" });
+            return vec![(to, v), (To::Checker, again)];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("request-then-refetch.json", rule).await;
+    assert_eq!(status(&doc, NARROWING_TOLD), "pass", "{doc:#}");
+    assert_eq!(status(&doc, IDS[5]), "pass", "{doc:#}");
+    assert!(phase_with(&doc, "fail").is_empty(), "{doc:#}");
+}
+
+/// r4 finding 2 (§6.7, §17.5 step 3): one Request that both tells the narrowing (it leaves
+/// `channels.incoming` out) and grants a capability denied before (`inferenceLifecycle`,
+/// which the library host's policy here does not reach) tells the change: it passes
+/// `host.manifest-narrowing-requested`. Before, it counted as a pure widening against the
+/// grant already narrowed by the fetch, and failed "no policy message followed".
+#[tokio::test]
+async fn a_request_narrowing_and_widening_at_once_tells_the_narrowing() {
+    let mut fetches = 0;
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = done.clone();
+    let rule: Rule = Box::new(move |to, mut v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches += 1;
+        }
+        let request = v["method"] == "featureSets/update" && v.get("id").is_some();
+        if to == To::Checker && request && fetches == 2 && !seen.load(SeqCst) {
+            seen.store(true, SeqCst);
+            let params = &mut v["params"];
+            let caps = params["effectiveCapabilities"].as_array_mut().unwrap();
+            assert!(!caps.contains(&json!("channels.incoming")), "{caps:?}");
+            caps.push(json!("inferenceLifecycle"));
+            if let Some(denied) = params["deniedCapabilities"].as_array_mut() {
+                denied.retain(|c| c != "inferenceLifecycle");
+            }
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("narrow-and-widen.json", rule).await;
+    assert!(
+        done.load(SeqCst),
+        "the host sent no policy Request after the narrowing fetch"
+    );
+    assert_eq!(status(&doc, NARROWING_TOLD), "pass", "{doc:#}");
+    assert_ne!(status(&doc, IDS[5]), "fail", "{doc:#}");
+}

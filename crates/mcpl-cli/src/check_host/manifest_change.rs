@@ -134,8 +134,8 @@ pub(super) struct Changes {
     watching: bool,
     /// Policy changes the host made while [`Changes::awaiting_fetch`], described (§17.3).
     unfetched: Vec<String>,
-    /// Policy messages (a Request, or a Notification carrying grant fields) since the last
-    /// answer to a fetch, but for a Request only widening the grant (§17.5 step 3: a
+    /// Policy messages (a Request, or a Notification carrying grant fields) since the answer
+    /// to the fetch that showed the last change ([`Run::fetch_answered`]), but for a Request only widening the grant (§17.5 step 3: a
     /// widening follows its own tell → receipt → activate, a policy decision of its own).
     since_fetch: u32,
     /// Of those, the Requests (§6.7: a change to the effective grant goes by Request).
@@ -143,9 +143,13 @@ pub(super) struct Changes {
     /// The capabilities the last fetched manifest took out of the grant as the host read it
     /// (§6.7: a narrowing of the effective grant, which the host must tell by Request).
     lost_at_fetch: Vec<String>,
-    /// When the host was written the last answer to its fetch.
+    /// When the host was written the answer to the fetch that showed the last change.
     fetched_at: Option<Instant>,
-    /// The grant this server held once the host read the last answer to its fetch.
+    /// The last manifest the host read, the one the initialize result carried (§5.2) until
+    /// it fetches another: a fetch answered with it again is no change
+    /// ([`Run::fetch_answered`]).
+    last_read: Option<Value>,
+    /// The grant this server held once the host read the last change it fetched.
     grant_at_fetch: mcpl::capability::Grant,
     /// The feature sets available then (§6.4: a set's status is the grant's and the host's
     /// selection's; a set disabled since is a narrowing too).
@@ -170,6 +174,7 @@ impl Default for Changes {
             requested: 0,
             lost_at_fetch: Vec::new(),
             fetched_at: None,
+            last_read: Some(served::manifest()),
             grant_at_fetch: mcpl::capability::Grant::none(),
             available_at_fetch: Vec::new(),
             list_before: None,
@@ -179,7 +184,7 @@ impl Default for Changes {
 }
 
 impl Changes {
-    /// The policy messages counted since the last fetch's answer ([`Changes::since_fetch`]).
+    /// The policy messages counted since the last change was fetched ([`Changes::since_fetch`]).
     pub(super) fn policy_messages_since_fetch(&self) -> u32 {
         self.since_fetch
     }
@@ -211,8 +216,21 @@ impl Run {
 
     /// The host has been written the answer to its fetch: the checker's view of the grant
     /// follows the manifest it read (§6.7, §17.5), as the library server's does.
+    ///
+    /// Reading (§17.4: a host may fetch at any time; r4 finding 1): what a change is
+    /// followed by is counted from the fetch that showed it, an unparseable answer or a
+    /// manifest other than the last one read. A fetch answered with the manifest the host
+    /// last read is no change: it leaves the counts, the withdrawn capabilities and the
+    /// fetch's time as they are, so fetching again neither forgets a narrowing nor a
+    /// Request that told it, nor restarts the wait for that Request.
     pub(super) fn fetch_answered(&mut self, read: Option<Value>) {
         self.changes.fetches = self.changes.fetches.saturating_add(1);
+        if read.is_some() && read == self.changes.last_read {
+            return;
+        }
+        if read.is_some() {
+            self.changes.last_read.clone_from(&read);
+        }
         self.changes.since_fetch = 0;
         self.changes.requested = 0;
         self.changes.fetched_at = Some(Instant::now());
@@ -230,6 +248,20 @@ impl Run {
             .collect();
         self.changes.grant_at_fetch = *self.policy.grant();
         self.changes.available_at_fetch = self.available_sets();
+    }
+
+    /// Whether a policy Request granting `grant` tells the last fetched change's
+    /// narrowing (r4 finding 2): it is the first Request since that fetch and leaves out a
+    /// capability the fetch withdrew ([`Changes::lost_at_fetch`]), whatever else it grants.
+    /// Against the grant after the fetch, already narrowed, such a Request would read as a
+    /// pure widening (§6.7, §17.5 step 3: revoked host-first, then the Request).
+    pub(super) fn tells_lost_at_fetch(&self, grant: &mcpl::capability::Grant) -> bool {
+        let c = &self.changes;
+        c.watching
+            && c.requested == 0
+            && c.lost_at_fetch
+                .iter()
+                .any(|lost| !grant.capabilities().iter().any(|cap| cap.as_str() == lost))
     }
 
     /// The feature sets available now, by name.
@@ -573,7 +605,7 @@ impl Run {
         }
     }
 
-    /// Awaits the host's first policy message since the last fetch's answer (none counted
+    /// Awaits the host's first policy message since the last change was fetched (none counted
     /// yet), handling what comes meanwhile, until a step after that answer or `deadline`;
     /// whether it came.
     async fn await_tell(&mut self, deadline: Instant) -> bool {

@@ -174,8 +174,12 @@ impl Run {
                 let expands = grown(self.policy.grant(), &before.0)
                     || grown(self.policy.offered(), &before.1);
                 // §17.5 step 3: a Request only widening (nothing withdrawn, no set made
-                // unavailable) is a policy decision of its own, not the change's receipt.
-                let narrows = grown(&before.0, self.policy.grant())
+                // unavailable) is a policy decision of its own, not the change's receipt. The
+                // first one after a fetched narrowing that leaves out what it withdrew tells
+                // that narrowing, whatever it adds (r4 finding 2: the grant before it here is
+                // the one the fetch already narrowed).
+                let narrows = self.tells_lost_at_fetch(self.policy.grant())
+                    || grown(&before.0, self.policy.grant())
                     || grown(&before.1, self.policy.offered())
                     || statuses
                         .iter()
