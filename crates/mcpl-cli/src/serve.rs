@@ -177,7 +177,12 @@ pub fn main(args: ServeArgs) -> Result<ExitCode, CliError> {
                 .reader
                 .set_message_budget(MessageBudget::new(args.max_buffered_bytes));
             let reason = reference::serve(transport).await;
-            emit_err(&format!("mcpl serve: connection ended: {reason}\n"));
+            // Over stdio the host ends the session by closing our input (MCP's stdio
+            // transport): that normal end is not told, so a host (or `mcpl check`, once per
+            // session) sees nothing on stderr; any other end is.
+            if !matches!(reason, mcpl::peer::CloseReason::Eof) {
+                emit_err(&format!("mcpl serve: connection ended: {reason}\n"));
+            }
             Ok(ExitCode::SUCCESS)
         }
     })

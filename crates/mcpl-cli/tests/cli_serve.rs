@@ -70,6 +70,22 @@ fn stdio_round_trip(args: &[&str]) {
     assert_eq!(status.code(), Some(0), "{args:?}");
 }
 
+/// A host closing `mcpl serve`'s input is the normal end of a stdio session: the server
+/// exits 0 and writes nothing to stderr (`mcpl check` closes it once per session).
+#[test]
+fn stdio_says_nothing_on_stderr_when_its_input_ends() {
+    let out = Command::new(BIN)
+        .args(["serve", "--stdio"])
+        .env_remove("RUST_LOG")
+        .write_stdin(format!("{}\n", initialize()))
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_initialize_response(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "nothing told");
+}
+
 #[test]
 fn stdio_answers_initialize_and_exits_0_when_stdin_closes() {
     stdio_round_trip(&["serve", "--stdio"]);
