@@ -653,10 +653,13 @@ async fn pump(
                         reader.discarded_rest(),
                     );
                     let rest = rest_answers(&why, reader.discarded_rest(), None);
+                    let batch = reader
+                        .discarded_head()
+                        .is_some_and(mcpl::jsonrpc::discarded_is_batch);
                     let (head, _) =
                         discard_answer(why, reader.discarded_head(), false, transcript.as_ref());
                     let mut all =
-                        Event::over_budget(std::iter::once(head).chain(rest), bytes, limit)
+                        Event::over_budget(std::iter::once(head).chain(rest), bytes, limit, batch)
                             .into_iter();
                     let Some(first) = all.next() else {
                         continue;
@@ -810,8 +813,8 @@ fn unfinished_line(line: &[u8]) -> String {
 /// The integer a response's `id` names when it is written with a fraction or an exponent
 /// (`2.0`, `2e0`) and is, as a value, an integer (JSON-RPC 2.0 §5 asks for the same value),
 /// with the id as written; `None` for a request or notification (a `method`), an integer or
-/// non-numeric id, a true fraction, or a value past 2^53 (a double there names a range, not
-/// one id). Both checkers read such answers by this one rule, each against its own requests.
+/// non-numeric id, a true fraction, or a value of 2^53 or more (a double there names a
+/// range, not one id). Both checkers read such answers by this one rule, each against its own requests.
 pub(crate) fn integral_response_id(message: &Value) -> Option<(i64, String)> {
     if message.get("method").is_some() {
         return None;
@@ -822,19 +825,12 @@ pub(crate) fn integral_response_id(message: &Value) -> Option<(i64, String)> {
     integral_number(n)
 }
 
-/// [`integral_response_id`]'s rule for one number: the integer `n` names when it is written
-/// with a fraction or an exponent and is, as a value, an integer within 2^53, with `n` as
-/// written; `None` for an integer written as one, a true fraction, or a value past 2^53.
-/// `mcpl check-host` reads an `inference/chunk`'s `requestId` and `index` by it too (§11.4).
+/// [`integral_response_id`]'s rule for one number: the integer `n` names when written with a
+/// fraction or an exponent, by the library's one reading ([`mcpl::jsonrpc::whole_float_integer`]:
+/// magnitude under 2^53), with `n` as written. `mcpl check-host` reads an
+/// `inference/chunk`'s `requestId` and `index` by it too (§11.4).
 pub(crate) fn integral_number(n: &serde_json::Number) -> Option<(i64, String)> {
-    if n.is_i64() || n.is_u64() {
-        return None;
-    }
-    let f = n
-        .as_f64()
-        .filter(|f| f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0)?;
-    #[allow(clippy::cast_possible_truncation)]
-    Some((f as i64, n.to_string()))
+    mcpl::jsonrpc::whole_float_integer(n).map(|i| (i, n.to_string()))
 }
 
 /// The part of a line left without its end that the report quotes: its first

@@ -225,13 +225,10 @@ fn init_answer(text: &str) -> Option<(RequestId, InitAnswer)> {
         let whole = v
             .get("id")
             .and_then(Value::as_number)
-            .filter(|n| !(n.is_i64() || n.is_u64()))
-            .and_then(serde_json::Number::as_f64)
-            .filter(|f| f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0);
+            .and_then(mcpl::jsonrpc::whole_float_integer);
         match whole {
-            #[allow(clippy::cast_possible_truncation)]
-            Some(f) => {
-                v["id"] = json!(f as i64);
+            Some(i) => {
+                v["id"] = json!(i);
                 Message::from_value(v).map_err(ParseError::Invalid)
             }
             None => Err(e),

@@ -437,15 +437,16 @@ pub struct Log {
 
 /// An id's text as the library's peer matches a response to a request: a number written
 /// with a fraction or an exponent that is a whole number (`2.0`, `2e0`) is that integer
-/// (JSON-RPC 2.0 §5; `peer::Diagnostic::IntegralId`); anything else as written, so the
+/// (JSON-RPC 2.0 §5; [`mcpl::jsonrpc::whole_float_integer`], the peer's one reading); anything else as written, so the
 /// string `"2"` never answers the number `2`.
 fn pair_key(id: &str) -> String {
     if id.contains(['.', 'e', 'E']) && !id.starts_with('"') {
-        if let Ok(f) = id.parse::<f64>() {
-            if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
-                #[allow(clippy::cast_possible_truncation)]
-                return (f as i64).to_string();
-            }
+        if let Some(i) = serde_json::from_str::<serde_json::Number>(id)
+            .ok()
+            .as_ref()
+            .and_then(mcpl::jsonrpc::whole_float_integer)
+        {
+            return i.to_string();
         }
     }
     id.to_owned()

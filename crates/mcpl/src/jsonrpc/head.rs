@@ -36,12 +36,14 @@ pub(crate) enum IdSeen {
 }
 
 /// JSON-RPC 2.0 §5: a response's id is "the same as the value of" its request's. The integer
-/// id a response's number `n` writes as a whole float (`7.0`, `7e0`: whole, and under 2^53,
-/// where a double names one integer), read as a double as a JavaScript peer reads it;
-/// `None` for an integer (read exactly elsewhere) or a true fraction. The one reading the
-/// async peer (`peer::ids::outstanding_integral`) and [`crate::session::HostState`] apply,
-/// each then asking whether a request of its own waits under it.
-pub(crate) fn whole_float_id(n: &serde_json::Number) -> Option<RequestId> {
+/// a number written as a whole float (`7.0`, `7e0`) names, read as a double as a JavaScript
+/// peer reads it: whole, and of magnitude under 2^53, where a double names one integer
+/// (2^53 itself is also what `9007199254740993` rounds to, so it names two); `None` for an
+/// integer written as one (read exactly elsewhere), a true fraction, or a larger value. The
+/// one reading the async peer (`peer::ids::outstanding_integral`), [`crate::session::HostState`],
+/// both checkers and the inspector apply, each then asking whether a request of its own
+/// waits under it.
+pub fn whole_float_integer(n: &serde_json::Number) -> Option<i64> {
     if n.is_i64() || n.is_u64() {
         return None;
     }
@@ -49,7 +51,12 @@ pub(crate) fn whole_float_id(n: &serde_json::Number) -> Option<RequestId> {
         .as_f64()
         .filter(|f| f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0)?;
     #[allow(clippy::cast_possible_truncation)]
-    Some(RequestId::from(whole as i64))
+    Some(whole as i64)
+}
+
+/// [`whole_float_integer`] as the request id it names.
+pub(crate) fn whole_float_id(n: &serde_json::Number) -> Option<RequestId> {
+    whole_float_integer(n).map(RequestId::from)
 }
 
 /// Whether `id` is one a side that numbers its requests from 1 up, `next` being the next it
@@ -377,6 +384,13 @@ pub enum Refusal {
 /// such a message exactly as the peer does: [`refusal_of`] with `whole_text` false.
 pub fn discarded_refusal(kept: &[u8]) -> Refusal {
     refusal_of(kept, false)
+}
+
+/// Whether `kept`, what a side holds of a message it refused unread, is of a JSON-RPC batch
+/// (an array): the one reading by which the peer's refusal says "the batch" where it would
+/// say "the request" (e.g. [`super::ErrorObject::over_message_budget`]'s `batch`).
+pub fn discarded_is_batch(kept: &[u8]) -> bool {
+    Head::read(kept).batch
 }
 
 /// What the async peer does with a message it refused unread, by its one rule: `kept` is

@@ -902,7 +902,7 @@ mod owed;
 pub use owed::OwedAnswer;
 pub mod repeated;
 mod several;
-pub use head::{discarded_refusal, refusal_of, Refusal};
+pub use head::{discarded_is_batch, discarded_refusal, refusal_of, whole_float_integer, Refusal};
 pub use several::{several_values, trailing_detail, Several};
 // The runtime's transports and peer read it whole; without them only the reading of a
 // refused text's id (`unparsed`) is used.

@@ -837,3 +837,22 @@ fn s5_1_a_message_over_the_shared_budget_is_answered_as_busy_not_invalid() {
         .message
         .contains("the batch was refused"));
 }
+
+/// JSON-RPC 2.0 §5: a whole float names the integer a double holds exactly and alone; at
+/// 2^53 a double also stands for 2^53 + 1, so it names no id, on every side alike.
+#[test]
+fn a_whole_float_names_an_integer_only_under_2_pow_53() {
+    let read = |t: &str| {
+        let n: serde_json::Number = serde_json::from_str(t).expect("a number");
+        super::whole_float_integer(&n)
+    };
+    assert_eq!(read("7.0"), Some(7));
+    assert_eq!(read("7e0"), Some(7));
+    assert_eq!(read("-3.0"), Some(-3));
+    assert_eq!(read("9007199254740991.0"), Some(9_007_199_254_740_991));
+    assert_eq!(read("-9007199254740991.0"), Some(-9_007_199_254_740_991));
+    assert_eq!(read("9007199254740992.0"), None, "2^53 names two integers");
+    assert_eq!(read("9007199254740993.0"), None, "rounds to 2^53");
+    assert_eq!(read("2.5"), None);
+    assert_eq!(read("7"), None, "an integer is read exactly elsewhere");
+}

@@ -70,8 +70,8 @@ pub enum Event {
 
 impl Event {
     /// The events of a message refused for the budget of partial messages (`bytes` read,
-    /// `limit` the budget) and of the other messages on its line, answered as the
-    /// library's peer answers them: each request said as an invalid frame, then refused
+    /// `limit` the budget, `batch` whether it was a batch, by the library's reading) and of
+    /// the other messages on its line, answered as the library's peer answers them: each request said as an invalid frame, then refused
     /// with [`ErrorObject::over_message_budget`] (`-32000`: the message may be valid and
     /// refused only for this side's resources, JSON-RPC 2.0 §5.1) where it would be
     /// `-32600`; every other event as it was.
@@ -79,15 +79,18 @@ impl Event {
         events: impl IntoIterator<Item = Event>,
         bytes: usize,
         limit: usize,
+        batch: bool,
     ) -> Vec<Event> {
         let mut out = Vec::new();
-        for event in events {
+        for (i, event) in events.into_iter().enumerate() {
             match event {
                 Event::Unanswerable { id, why } => {
                     out.push(Event::Invalid(why));
                     out.push(Event::Refused {
                         id,
-                        error: ErrorObject::over_message_budget(bytes, limit, false),
+                        // The first event is the message itself; the others on its line
+                        // are answered as a text that does not parse is (`peer::refused`).
+                        error: ErrorObject::over_message_budget(bytes, limit, batch && i == 0),
                         unless_ours: None,
                     });
                 }
@@ -120,6 +123,7 @@ mod tests {
             ],
             10,
             8,
+            false,
         );
         let refused = out.iter().find_map(|e| match e {
             Event::Refused { id, error, .. } => Some((id.clone(), error.code)),
@@ -129,5 +133,37 @@ mod tests {
         assert!(matches!(out.first(), Some(Event::Invalid(w)) if w == "over"));
         assert!(matches!(out.last(), Some(Event::Unread { .. })));
         assert_eq!(out.len(), 3);
+    }
+
+    /// A batch refused for the budget is said as a batch (the peer's `head.batch`), and only
+    /// the refused message itself: another message on its line is said as a request.
+    #[test]
+    fn a_batch_over_the_budget_is_said_as_a_batch() {
+        let out = Event::over_budget(
+            [
+                Event::Unanswerable {
+                    id: None,
+                    why: "over".into(),
+                },
+                Event::Unanswerable {
+                    id: None,
+                    why: "after".into(),
+                },
+            ],
+            10,
+            8,
+            mcpl::jsonrpc::discarded_is_batch(b"  [{\"jsonrpc\":\"2.0\""),
+        );
+        let said: Vec<String> = out
+            .iter()
+            .filter_map(|e| match e {
+                Event::Refused { error, .. } => Some(error.message.to_string()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(said.len(), 2);
+        assert!(said[0].contains("the batch was refused"), "{said:?}");
+        assert!(said[1].contains("the request was refused"), "{said:?}");
+        assert!(!mcpl::jsonrpc::discarded_is_batch(b"{\"id\":1"));
     }
 }
