@@ -247,12 +247,26 @@ pub enum HostDiagnostic {
         /// Why.
         detail: String,
     },
-    /// A response whose id names no request of the session's (a sans-I/O
+    /// A response whose id names no request of the session's written (a sans-I/O
     /// [`HostState`](super::HostState) reports it; the async session's peer reports it as
-    /// a connection defect).
+    /// a connection defect). For the state machine a request is written once its frame
+    /// left through [`HostState::poll_output`](super::HostState::poll_output): an answer
+    /// under the id of one still queued there (a guess: ids are sequential) answers nothing
+    /// the server received (JSON-RPC 2.0 §5), and settles nothing.
     UnexpectedResponse {
         /// The id as JSON text (`null` when absent).
         id: String,
+    },
+    /// A response whose id was written with a fraction or an exponent (`7.0`, `7e0`) and
+    /// is, as a value, the id of a request of the host's own written and still waiting:
+    /// taken as that request's answer (JSON-RPC 2.0 §5 asks for the id as sent) and
+    /// reported for its form. A sans-I/O [`HostState`](super::HostState) reports it; the
+    /// async session's peer reports it as a connection defect (`peer::Diagnostic::IntegralId`).
+    IntegralId {
+        /// The request's id, the one it answered (as the state machine's calls return it).
+        id: u64,
+        /// The id as read (`7e0` reads `7.0`).
+        written: String,
     },
     /// What a frame handed to [`HostState::handle_frame`](super::HostState::handle_frame)
     /// held that could not be taken as a message (JSON-RPC 2.0 §5, §6): a text that is no
@@ -426,9 +440,11 @@ impl HostDiagnostic {
                 clip_text(message);
             }
             D::ManifestDefect { message, .. } => clip_text(message),
-            D::ManifestFetchFailed { detail } | D::UnexpectedResponse { id: detail } => {
-                clip_text(detail)
-            }
+            D::ManifestFetchFailed { detail }
+            | D::UnexpectedResponse { id: detail }
+            | D::IntegralId {
+                written: detail, ..
+            } => clip_text(detail),
             D::Unreadable { id, detail, .. } => {
                 id.iter_mut().for_each(clip_text);
                 clip_text(detail);

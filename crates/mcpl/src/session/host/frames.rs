@@ -61,7 +61,10 @@ impl HostState {
                 // An answer of ours under its id written as a whole float (`7.0`): the
                 // peer's reading (`peer::ids::integral_id`).
                 Err(ParseError::Invalid(invalid)) => match self.whole_float_answer(message) {
-                    Some(value) => return self.take_answer_value(now, message, value),
+                    Some((value, integral)) => {
+                        self.diag(integral);
+                        return self.take_answer_value(now, message, value);
+                    }
                     None => ParseError::Invalid(invalid),
                 },
                 Err(e) => e,
@@ -110,7 +113,9 @@ impl HostState {
         let mut entries = entries;
         for entry in &mut entries {
             if !crate::jsonrpc::Shape::of(entry).request_like() {
-                self.whole_float_id(entry);
+                if let Some(integral) = self.whole_float_id(entry) {
+                    self.diag(integral);
+                }
             }
         }
         let answers: Vec<usize> = entries
@@ -228,7 +233,7 @@ impl HostState {
         let head = Head::read_str(message);
         // A response of ours (an outcome and no method, or an object read whole with an id
         // and neither: `Then::AnswerUnlessOurs`), failed rather than answered.
-        let ours = self.ours_shown(&head);
+        let ours = self.ours_shown_told(&head);
         // Or one of ours already answered or given up: a late, malformed answer, reported,
         // never answered (the peer's `answers_ours`).
         let late = ours.is_none()
@@ -268,21 +273,24 @@ impl HostState {
         let mut ours = Vec::new();
         let mut seen = std::collections::HashSet::new();
         crate::jsonrpc::envelope::batch_entries(message.as_bytes(), |entry, ended| {
-            let key = entry
+            let shown = entry
                 .summary(ended)
-                .and_then(|summary| self.ours_shown(&Head::read(&summary)));
-            if let Some(key) = key.filter(|k| seen.insert(*k)) {
-                ours.push(key);
+                .and_then(|summary| self.ours_shown_as(&Head::read(&summary)));
+            if let Some(shown) = shown.filter(|(k, _)| seen.insert(*k)) {
+                ours.push(shown);
             }
         });
-        for key in ours {
+        for (key, integral) in ours {
+            if let Some(integral) = integral {
+                self.diag(integral);
+            }
             self.fail_ours(now, key, why);
         }
     }
 
     /// Fails the request of ours `head` answers, if any.
     fn fail_ours_shown(&mut self, now: Instant, head: &Head, why: &str) {
-        if let Some(key) = self.ours_shown(head) {
+        if let Some(key) = self.ours_shown_told(head) {
             self.fail_ours(now, key, why);
         }
     }
@@ -303,40 +311,68 @@ impl HostState {
         }
     }
 
+    /// [`Self::ours_shown`], with the report of its id's form when written as a whole float
+    /// ([`HostDiagnostic::IntegralId`], as the peer's `ids::outstanding_integral` reports it).
+    fn ours_shown_as(&self, head: &Head) -> Option<(u64, Option<HostDiagnostic>)> {
+        let key = self.ours_shown(head)?;
+        let integral = match &head.id {
+            IdSeen::Number(n) => Some(HostDiagnostic::IntegralId {
+                id: key,
+                written: n.to_string(),
+            }),
+            _ => None,
+        };
+        Some((key, integral))
+    }
+
+    /// [`Self::ours_shown_as`], its report output now.
+    fn ours_shown_told(&mut self, head: &Head) -> Option<u64> {
+        let (key, integral) = self.ours_shown_as(head)?;
+        if let Some(integral) = integral {
+            self.diag(integral);
+        }
+        Some(key)
+    }
+
     /// Whether an object with an id and neither a method nor an outcome, under `id`, is read
     /// as an answer of ours rather than answered: a request of ours waits under it, or the
     /// host numbered one of its requests with it, since answered or given up (the peer's
     /// `answers_ours`, by [`crate::jsonrpc::head::numbered_by_us`]; JSON-RPC 2.0 §5: a
     /// `-32600` under that number could end a request of the server's own that shares it).
+    /// Only a request whose frame was written counts: under the id of one still queued
+    /// such an object is answered as any is (the peer's reading, `Shared::was_written`).
     fn answers_ours(&self, id: &RequestId) -> bool {
-        crate::jsonrpc::head::numbered_by_us(id, self.next_id) || self.ours(id).is_some()
+        self.pending.numbered_and_written(id) || self.ours(id).is_some()
     }
 
     /// Gives `value`'s `id`, a number naming a request of ours waiting as a whole float
     /// (`7.0`), that request's integer id (the peer's `ids::integral_id`, by
-    /// [`crate::jsonrpc::head::whole_float_id`]); `None` when it was left.
-    fn whole_float_id(&self, value: &mut Value) -> Option<()> {
+    /// [`crate::jsonrpc::head::whole_float_id`]); the report of the id's form
+    /// ([`HostDiagnostic::IntegralId`]), or `None` when it was left.
+    fn whole_float_id(&self, value: &mut Value) -> Option<HostDiagnostic> {
         let slot = value.as_object_mut()?.get_mut("id")?;
         let Value::Number(n) = slot else {
             return None;
         };
         let id = crate::jsonrpc::head::whole_float_id(n)?;
-        self.ours(&id)?;
+        let key = self.ours(&id)?;
+        let written = n.to_string();
         *slot = id.to_value();
-        Some(())
+        Some(HostDiagnostic::IntegralId { id: key, written })
     }
 
     /// A single message `message` refused as invalid only for its id, a number naming a
     /// request of ours waiting as a whole float: its value, the id made that request's
-    /// (read again only on this error path). `None` for anything else.
-    fn whole_float_answer(&self, message: &str) -> Option<Value> {
+    /// (read again only on this error path), and the report of the id's form. `None` for
+    /// anything else.
+    fn whole_float_answer(&self, message: &str) -> Option<(Value, HostDiagnostic)> {
         let head = Head::read_str(message);
         if head.method || !matches!(head.id, IdSeen::Number(_)) {
             return None;
         }
         let mut value: Value = serde_json::from_str(message).ok()?;
-        self.whole_float_id(&mut value)?;
-        Some(value)
+        let integral = self.whole_float_id(&mut value)?;
+        Some((value, integral))
     }
 
     /// An answer of ours read from a single message's `value` (its id made exact), as
@@ -352,10 +388,10 @@ impl HostState {
         self.take_value(now, value, doubled);
     }
 
-    /// The key of the request of ours waiting under `id`, if any.
+    /// The key of the request of ours waiting under `id` whose frame was written, if any.
     fn ours(&self, id: &RequestId) -> Option<u64> {
         match id {
-            RequestId::Number(n) => n.as_u64().filter(|k| self.pending.contains(*k)),
+            RequestId::Number(n) => n.as_u64().filter(|k| self.pending.answerable(*k).is_some()),
             RequestId::String(_) => None,
         }
     }

@@ -515,6 +515,9 @@ impl HostState {
         );
     }
 
+    /// Settles the request of ours `r` answers, one waiting whose frame was written
+    /// (`pending`'s reading, JSON-RPC 2.0 §5); anything else is reported
+    /// ([`HostDiagnostic::UnexpectedResponse`]) and settles nothing.
     pub(super) fn on_response(&mut self, now: Instant, r: Response) {
         let key = match &r.id {
             Some(RequestId::Number(n)) => n.as_u64(),
@@ -626,7 +629,7 @@ impl HostState {
         let Some(RequestId::Number(n)) = id else {
             return false;
         };
-        let purpose = n.as_u64().and_then(|k| self.pending.get(k));
+        let purpose = n.as_u64().and_then(|k| self.pending.answerable(k));
         matches!(
             purpose,
             Some(Purpose::Initialize | Purpose::Fetch | Purpose::Refresh)

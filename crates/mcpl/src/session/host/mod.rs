@@ -441,8 +441,12 @@ impl HostState {
     }
 
     /// The next output, in order; `None` when there is nothing more until the next input.
+    /// A request of ours is written once its frame is returned here: an answer read under
+    /// the id of one still queued is a stray (JSON-RPC 2.0 §5), reported as
+    /// [`HostDiagnostic::UnexpectedResponse`], which settles nothing.
     pub fn poll_output(&mut self) -> Option<HostOutput> {
         let o = self.out.pop_front()?;
+        self.pending.note_written(&o);
         if matches!(o, HostOutput::Event(_) | HostOutput::Request { .. }) {
             self.handed_out = self.handed_out.saturating_sub(1);
             self.late.polled += u64::from(matches!(o, HostOutput::Request { .. }));

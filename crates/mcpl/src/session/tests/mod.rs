@@ -483,6 +483,7 @@ mod host_fetched_version;
 mod host_frames;
 mod host_label;
 mod host_repeated_answer;
+mod host_written;
 mod hostile;
 mod initialize;
 mod manifest;
