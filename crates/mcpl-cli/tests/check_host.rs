@@ -182,6 +182,8 @@ async fn the_library_host_passes_every_check() {
         "host.manifest-one-update-per-change",
         // §6.7: the narrowing it revoked is told by Request.
         "host.manifest-narrowing-requested",
+        // §5.4: once that Request is answered, channels/incoming is refused -32002.
+        "host.manifest-withdrawn-refused",
     ] {
         assert!(passed.contains(id), "{id}: {doc:#}");
     }
@@ -299,7 +301,7 @@ fn list_and_usage_errors() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(text.lines().count(), 59, "{text}");
+    assert_eq!(text.lines().count(), 60, "{text}");
     assert!(text.contains("host.refuses-before-ready"), "{text}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpl"))
         .args(["check-host", "--timeout", "0"])
@@ -310,7 +312,7 @@ fn list_and_usage_errors() {
 }
 
 /// A listener that cannot start is one error line, as `mcpl check` says an unreachable
-/// server, not that line after 59 SKIP lines of checks that never ran; `--json` still
+/// server, not that line after 60 SKIP lines of checks that never ran; `--json` still
 /// carries the whole report with its `error`.
 #[test]
 fn a_listener_that_cannot_start_is_one_error_line() {
@@ -330,7 +332,7 @@ fn a_listener_that_cannot_start_is_one_error_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     let doc: Value = serde_json::from_str(err.lines().next().unwrap()).unwrap();
-    assert_eq!(doc["summary"]["skip"], 59, "{doc}");
+    assert_eq!(doc["summary"]["skip"], 60, "{doc}");
     assert!(
         doc["error"].as_str().unwrap().contains("cannot listen"),
         "{doc}"

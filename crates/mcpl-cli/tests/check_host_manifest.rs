@@ -1200,3 +1200,71 @@ async fn a_request_narrowing_and_widening_at_once_tells_the_narrowing() {
     assert_eq!(status(&doc, NARROWING_TOLD), "pass", "{doc:#}");
     assert_ne!(status(&doc, IDS[5]), "fail", "{doc:#}");
 }
+
+/// The check judging that a capability the fetched narrowing withdrew is refused once the
+/// host's Request telling it is answered (§5.4, §6.7, §17.5 step 3).
+const WITHDRAWN: &str = "host.manifest-withdrawn-refused";
+
+/// A rule answering the checker's `channels/incoming` itself, with a result accepting its
+/// messages, from the narrowing fetch (the second) until the next one, but for the first
+/// `passed` of them, which reach the host (the library host refuses them).
+fn honouring_incoming(passed: usize) -> Rule {
+    let (mut fetches, mut seen) = (0, 0);
+    Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches += 1;
+        }
+        if to == To::Host && fetches == 2 && v["method"] == "channels/incoming" {
+            seen += 1;
+            if seen > passed {
+                let id = v["params"]["messages"][0]["messageId"].clone();
+                let ok = json!({ "jsonrpc": "2.0", "id": v["id"],
+                    "result": { "results": [ { "messageId": id, "accepted": true } ] } });
+                return vec![(To::Checker, ok)];
+            }
+        }
+        vec![(to, v)]
+    })
+}
+
+/// §5.4, §6.7: a host that keeps honouring `channels.incoming` after the fetched narrowing
+/// withdrew it fails `host.manifest-withdrawn-refused`, its detail naming the capability
+/// and the section, beside `host.manifest-removals-revoked` (its probe, before and after
+/// the host's policy message, was accepted too: two observations, each its own check's).
+#[tokio::test]
+async fn a_host_honouring_a_withdrawn_capability_fails_withdrawn_refused() {
+    let (code, doc) = run("withdrawn.json", honouring_incoming(0)).await;
+    assert_eq!(status(&doc, WITHDRAWN), "fail", "{doc:#}");
+    let d = detail(&doc, WITHDRAWN);
+    assert!(d.contains("channels.incoming") && d.contains("§5.4"), "{d}");
+    assert_eq!(status(&doc, NARROWING_TOLD), "pass", "{doc:#}");
+    assert_eq!(phase_with(&doc, "fail"), set(&[IDS[2]]), "{doc:#}");
+    assert_eq!(code, 1, "{doc:#}");
+}
+
+/// §5.4, §6.7: a host refusing `channels/incoming` right after the narrowing (so
+/// `host.manifest-removals-revoked` passes) but honouring it once its Request telling the
+/// narrowing was answered fails `host.manifest-withdrawn-refused` alone: the narrowed grant
+/// in force, the withdrawn capability is still used.
+#[tokio::test]
+async fn a_host_honouring_a_withdrawn_capability_after_its_request_fails_alone() {
+    let (code, doc) = run("withdrawn-late.json", honouring_incoming(1)).await;
+    assert_eq!(status(&doc, WITHDRAWN), "fail", "{doc:#}");
+    assert!(
+        detail(&doc, WITHDRAWN).contains("still honours channels.incoming"),
+        "{doc:#}"
+    );
+    assert_eq!(phase_with(&doc, "fail"), BTreeSet::new(), "{doc:#}");
+    assert_eq!(status(&doc, IDS[2]), "pass", "{doc:#}");
+    assert_eq!(code, 1, "{doc:#}");
+}
+
+/// §5.4: the library host refuses the withdrawn capability `-32002` once its narrowing
+/// Request is answered: `host.manifest-withdrawn-refused` passes (through the proxy doing
+/// nothing, as the unproxied run in `check_host.rs` does).
+#[tokio::test]
+async fn a_host_refusing_a_withdrawn_capability_passes_withdrawn_refused() {
+    let (_, doc) = run("withdrawn-ok.json", Box::new(|to, v| vec![(to, v)])).await;
+    assert_eq!(status(&doc, WITHDRAWN), "pass", "{doc:#}");
+    assert!(detail(&doc, WITHDRAWN).contains("-32002"), "{doc:#}");
+}

@@ -214,8 +214,13 @@ pub(super) fn inference_request_streamed() -> Value {
 
 /// `channels/incoming` params with one message for `channel`.
 pub(super) fn incoming(channel: &str) -> Value {
+    incoming_message(channel, "m1")
+}
+
+/// `channels/incoming` params with one message for `channel`, under `message_id`.
+pub(super) fn incoming_message(channel: &str, message_id: &str) -> Value {
     json!({ "messages": [ {
-        "channelId": channel, "messageId": "m1",
+        "channelId": channel, "messageId": message_id,
         "content": [ { "type": "text", "text": "mcpl check-host probe" } ]
     } ] })
 }

@@ -15,7 +15,9 @@
 //!    the host sent any policy message after the fetch is sent again once it has, or a
 //!    step after the fetch, and judged then ([`Run::refused_after`]); the capability the
 //!    narrowing takes out of the grant is told by a policy Request (§6.7,
-//!    [`Run::judge_narrowing_told`]).
+//!    [`Run::judge_narrowing_told`]); once that Request is answered, `channels/incoming`
+//!    is used once more and must be refused as a denied capability (§5.4,
+//!    [`withdrawn`]).
 //! 3. **A partially invalid change**: [`served::manifest_partial`] parses, declares two sets
 //!    invalidly, removes the other set of [`GONE_SETS`], adds `modelInfo` and advertises
 //!    `channels.incoming` again: the removal still applies (§17.5 step 1), and the additions
@@ -67,6 +69,7 @@ use crate::check::report::Status;
 mod phase;
 mod removals;
 mod verdicts;
+mod withdrawn;
 
 /// How many steps (`--timeout`) the three changes may take: three announcements, each
 /// awaiting its fetch, a ping round trip and its probes, share them.
@@ -84,7 +87,8 @@ const PARTIAL: &str = "host.manifest-partial-removals-applied";
 const ADDITIONS: &str = "host.manifest-additions-not-granted";
 const ONE_UPDATE: &str = "host.manifest-one-update-per-change";
 const NARROWING_TOLD: &str = "host.manifest-narrowing-requested";
-const IDS: [&str; 7] = [
+const WITHDRAWN_REFUSED: &str = "host.manifest-withdrawn-refused";
+const IDS: [&str; 8] = [
     FETCHED_FIRST,
     UNPARSEABLE,
     REMOVALS,
@@ -92,6 +96,7 @@ const IDS: [&str; 7] = [
     ADDITIONS,
     ONE_UPDATE,
     NARROWING_TOLD,
+    WITHDRAWN_REFUSED,
 ];
 
 /// What the checker answers `mcpl/manifest` with.

@@ -83,6 +83,10 @@ impl Run {
         if self.closed {
             return None;
         }
+        self.judge_withdrawn_refused(incoming, deadline).await;
+        if self.closed {
+            return None;
+        }
         counts.push(self.changes.since_fetch);
         self.judge_refusals(
             REMOVALS,
