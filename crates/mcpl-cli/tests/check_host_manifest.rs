@@ -1268,3 +1268,44 @@ async fn a_host_refusing_a_withdrawn_capability_passes_withdrawn_refused() {
     assert_eq!(status(&doc, WITHDRAWN), "pass", "{doc:#}");
     assert!(detail(&doc, WITHDRAWN).contains("-32002"), "{doc:#}");
 }
+
+/// §17.5 step 1: a host withdrawing `channels.register` by a policy Request sent while the
+/// `channels/list` after one unparseable manifest is outstanding, then refusing that list,
+/// fails `host.manifest-unparseable-keeps-previous`, and the detail says the narrowing as
+/// it came (it said "no policy change since").
+#[tokio::test]
+async fn a_narrowing_while_the_list_after_an_unparseable_manifest_is_outstanding_is_said() {
+    let mut fetches = Vec::new();
+    let mut unparseable_read = false;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        if to == To::Host && fetches.contains(&v["id"]) && v["result"].is_string() {
+            unparseable_read = true;
+        }
+        if to == To::Host && unparseable_read && v["method"] == "channels/list" {
+            unparseable_read = false;
+            let narrower = json!({ "jsonrpc": "2.0", "id": "no-register-1",
+                "method": "featureSets/update", "params": { "effectiveCapabilities":
+                    ["pushEvents", "channels.incoming",
+                     "contextHooks.beforeInference.inject.beforeUser"] } });
+            let refused = json!({ "jsonrpc": "2.0", "id": v["id"],
+                "error": { "code": -32002, "message": "Capability denied",
+                           "data": { "capability": "channels.register" } } });
+            return vec![(To::Checker, narrower), (To::Checker, refused)];
+        }
+        if to == To::Host && v["id"] == "no-register-1" && v.get("method").is_none() {
+            return vec![];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("unparseable-list.json", rule).await;
+    assert_eq!(status(&doc, IDS[1]), "fail", "{doc:#}");
+    let d = detail(&doc, IDS[1]);
+    assert!(
+        d.contains("withdrawing channels.register while channels/list was outstanding"),
+        "{d}"
+    );
+    assert!(!d.contains("no policy change since"), "{d}");
+}

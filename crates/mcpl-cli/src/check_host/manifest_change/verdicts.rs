@@ -35,38 +35,11 @@ impl Run {
             self.record(UNPARSEABLE, Status::Fail, d);
             return;
         }
-        let lost = self
-            .changes
-            .grant_at_fetch
-            .capabilities()
-            .iter()
-            .filter(|c| !self.policy.grant().allows(*c))
-            .map(|c| c.as_str())
-            .collect::<Vec<_>>();
-        if !lost.is_empty() {
+        if let Some(dropped) = self.dropped_since_fetch() {
             let d = format!(
-                "after one unparseable mcpl/manifest answer the host narrowed its grant, \
-                 withdrawing {} (§17.5 step 1: nothing was learned, the previous manifest \
-                 stands, and a single failure must not drop MCPL privileges)",
-                lost.join(", ")
-            );
-            self.record(UNPARSEABLE, Status::Fail, d);
-            return;
-        }
-        let now = self.available_sets();
-        let disabled = self
-            .changes
-            .available_at_fetch
-            .iter()
-            .filter(|s| !now.contains(s))
-            .map(String::as_str)
-            .collect::<Vec<_>>();
-        if !disabled.is_empty() {
-            let d = format!(
-                "after one unparseable mcpl/manifest answer the host's policy made feature \
-                 set(s) {} unavailable (§17.5 step 1: nothing was learned, the previous \
-                 manifest stands, and a single failure must not drop MCPL privileges)",
-                disabled.join(", ")
+                "after one unparseable mcpl/manifest answer {dropped} (§17.5 step 1: nothing \
+                 was learned, the previous manifest stands, and a single failure must not drop \
+                 MCPL privileges)"
             );
             self.record(UNPARSEABLE, Status::Fail, d);
             return;
@@ -89,7 +62,24 @@ impl Run {
             return;
         }
         let before = self.changes.list_before;
-        match self.call_within(ChannelsList::NAME, json!({}), bound).await {
+        let reply = self.call_within(ChannelsList::NAME, json!({}), bound).await;
+        // A policy Request the host sent while channels/list was outstanding is applied
+        // before its answer (wire order): that narrowing is the defect, and the answer is
+        // not one given under the grant of the fetch ("no policy change since").
+        if !matches!(reply, Reply::Closed) {
+            if let Some(dropped) = self.dropped_since_fetch() {
+                let d = format!(
+                    "after one unparseable mcpl/manifest answer {dropped} while channels/list \
+                     was outstanding, which then got {} (§17.5 step 1: nothing was learned, the \
+                     previous manifest stands, and a single failure must not drop MCPL \
+                     privileges)",
+                    reply.describe()
+                );
+                self.record(UNPARSEABLE, Status::Fail, d);
+                return;
+            }
+        }
+        match reply {
             Reply::Result(_) => self.record(
                 UNPARSEABLE,
                 Status::Pass,
@@ -135,6 +125,41 @@ impl Run {
                 self.record(UNPARSEABLE, Status::Skip, d);
             }
         }
+    }
+
+    /// What the host's policy dropped since it read the last change it fetched, said: the
+    /// capabilities withdrawn from the grant, else the feature sets made unavailable (§6.4:
+    /// a set's status is the grant's and the host's selection's); `None` when nothing was.
+    fn dropped_since_fetch(&self) -> Option<String> {
+        let lost = self
+            .changes
+            .grant_at_fetch
+            .capabilities()
+            .iter()
+            .filter(|c| !self.policy.grant().allows(*c))
+            .map(|c| c.as_str())
+            .collect::<Vec<_>>();
+        if !lost.is_empty() {
+            return Some(format!(
+                "the host narrowed its grant, withdrawing {}",
+                lost.join(", ")
+            ));
+        }
+        let now = self.available_sets();
+        let disabled = self
+            .changes
+            .available_at_fetch
+            .iter()
+            .filter(|s| !now.contains(s))
+            .map(String::as_str)
+            .collect::<Vec<_>>();
+        if disabled.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "the host's policy made feature set(s) {} unavailable",
+            disabled.join(", ")
+        ))
     }
 
     /// §17.5 step 3 (additions never auto-grant; §6.7 tell → receipt → activate): the
