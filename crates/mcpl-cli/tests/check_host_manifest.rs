@@ -1309,3 +1309,55 @@ async fn a_narrowing_while_the_list_after_an_unparseable_manifest_is_outstanding
     );
     assert!(!d.contains("no policy change since"), "{d}");
 }
+
+/// [`run`] with `--watch` at `watch` seconds: the run goes on that long after its probes.
+async fn run_watching(name: &str, watch: &str, rule: Rule) -> (i32, Value) {
+    let report = report_path(name);
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcpl"));
+    cmd.args([
+        "check-host",
+        "--json",
+        "--timeout",
+        "2",
+        "--inference-timeout",
+        "1",
+    ])
+    .args(["--watch", watch])
+    .arg("--report")
+    .arg(&report);
+    let (transport, ctl) = child::spawn(&mut cmd).unwrap();
+    let config = HostConfig {
+        policy: POLICY.iter().map(|p| p.to_string()).collect(),
+        ..HostConfig::default()
+    };
+    let (session, streams) = HostSession::connect(proxy(transport, rule), config)
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(GUARD, ctl.wait())
+        .await
+        .expect("the checker ends within its bound")
+        .unwrap();
+    session.close();
+    drop(streams);
+    let text = std::fs::read_to_string(&report).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    (status.code().unwrap(), doc)
+}
+
+/// A host fetching the narrowing two steps into the phase (the proxy keeps the checker's
+/// ping and `channels/list` from it during the first change) and never telling it by
+/// Request: the phase's budget cuts the wait short of a step, but with `--watch 3` the run
+/// goes on past a step after the fetch, so `host.manifest-narrowing-requested` fails (§6.7)
+/// where it was skipped.
+#[tokio::test]
+async fn a_late_narrowing_never_requested_fails_when_the_run_gave_it_a_step() {
+    let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rule = around_narrowing(Tell::Never, false, true, released);
+    let (_, doc) = run_watching("late-never-told.json", "3", rule).await;
+    assert_eq!(status(&doc, NARROWING_TOLD), "fail", "{doc:#}");
+    let d = detail(&doc, NARROWING_TOLD);
+    assert!(
+        d.contains("channels.incoming") && d.contains("past a step"),
+        "{d}"
+    );
+}
