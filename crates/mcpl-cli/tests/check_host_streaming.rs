@@ -593,3 +593,40 @@ async fn a_chunk_of_no_request_fails_with_no_stream_asked() {
     );
     assert_eq!(check(&doc, UNASKED)["status"], "pass", "{doc:#}");
 }
+
+/// A chunk over the checker's 1 MiB message limit is discarded unread by the connection, so
+/// the next chunk shows an index gap: one defect, told once. The gap right after the
+/// discarded frame is said, not warned, and `host.frames-valid` says the frame was
+/// discarded; a gap with no frame discarded before it still warns (above).
+#[tokio::test]
+async fn a_gap_right_after_an_oversized_chunk_is_not_a_second_defect() {
+    let doc = streaming_host("oversized-chunk.json", |id| {
+        [
+            chunk(id, json!(0), json!("O")),
+            chunk(id, json!(1), json!("x".repeat(1024 * 1024 + 16))),
+            chunk(id, json!(2), json!("K")),
+            result(id, "OK"),
+        ]
+        .concat()
+    })
+    .await;
+    let c = check(&doc, WELL_FORMED);
+    assert_eq!(c["status"], "pass", "{doc:#}");
+    let d = c["detail"].as_str().unwrap();
+    assert!(
+        d.contains("chunk 2 has index 2, 1 was next, right after a frame"),
+        "{d}"
+    );
+    assert!(
+        !d.contains("was next: a gap") && !d.contains("reading(s) warn"),
+        "{d}"
+    );
+    let frames = check(&doc, "host.frames-valid");
+    assert!(
+        frames["detail"]
+            .as_str()
+            .unwrap()
+            .contains("discarded unread"),
+        "{doc:#}"
+    );
+}
