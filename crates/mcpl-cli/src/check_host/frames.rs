@@ -37,12 +37,6 @@ impl NotRpc {
     /// How many are described in the report.
     pub(super) const KEPT: usize = 3;
 
-    /// How many of the host's frames the connection discarded unread for their size so far
-    /// (the diagnostics read by then).
-    pub(super) fn oversized(&self) -> u64 {
-        self.1
-    }
-
     /// Notes `d` when it reports a frame of the host's that is not JSON-RPC 2.0.
     pub(super) fn note(&mut self, d: &Diagnostic) {
         // A reused id (valid JSON-RPC): `host.in-flight-ids-unique`'s finding alone.

@@ -28,11 +28,6 @@
 //!   (its example starts at 0), and §14.3's chunk index is monotonic with gaps by design;
 //!   the order is kept, so nothing is lost, but a server counting from 0 would wait for
 //!   the missing pieces.
-//! - **a gap right after a frame over the checker's message limit** (one the connection
-//!   discarded unread since the chunk before, [`super::MAX_MESSAGE`]) is no second defect:
-//!   that frame was most likely the missing chunk, and `host.frames-valid`'s detail already
-//!   says it was discarded. It is said, not warned; so too deltas joined that differ from
-//!   the result's content once such a gap was read (the missing piece is the same frame).
 //! - **an integral number written with a fraction or an exponent** (`index: 0.0`,
 //!   `requestId: 29.0`) is read as the integer it is and warns: the reading
 //!   `host.response-ids-as-sent` makes of a response id `2.0`
@@ -120,14 +115,6 @@ pub(super) struct Streamed {
     /// Which of the two kinds were read (each says its reason once).
     gap_read: bool,
     float_read: bool,
-    /// Frames the connection discarded unread for their size, counted when last looked at
-    /// (from the probe on, [`Streamed::discarded`]); whether that count grew just before the
-    /// chunk being judged.
-    discards_seen: Option<u64>,
-    after_discard: bool,
-    /// The gaps read right after such a frame: how many, the first described.
-    gaps_discarded: u64,
-    first_gap_discarded: Option<String>,
 }
 
 /// Whether `params` (an `inference/request`'s) ask for a stream (`stream: true`, §11.2).
@@ -169,14 +156,6 @@ impl Streamed {
     /// The streamed probe went out under `id`.
     pub(super) fn sent(&mut self, id: RequestId) {
         self.probe = Some(id);
-    }
-
-    /// The connection has discarded `total` of the host's frames for their size so far:
-    /// noted when the probe goes out and before each of its chunks is judged, so a gap in
-    /// the chunk after a new discard is read as that frame (not a second defect).
-    pub(super) fn discarded(&mut self, total: u64) {
-        let before = self.discards_seen.replace(total);
-        self.after_discard = before.is_some_and(|b| total > b);
     }
 
     /// Whether the inference probe asked for a stream.
@@ -286,21 +265,10 @@ impl Streamed {
             Some(last) => last.saturating_add(1),
             None => 0,
         };
-        if i > next && self.after_discard {
-            self.gaps_discarded = self.gaps_discarded.saturating_add(1);
-            self.first_gap_discarded.get_or_insert_with(|| {
-                format!(
-                    "chunk {n} has index {i}, {next} was next, right after a frame over the \
-                     checker's {}-byte message limit was discarded unread (host.frames-valid \
-                     says so): that frame, not a second defect",
-                    super::MAX_MESSAGE
-                )
-            });
-        } else if i > next {
+        if i > next {
             self.gap_read = true;
             self.reading(format!("chunk {n} has index {i}, {next} was next: a gap"));
         }
-        self.after_discard = false;
         self.first_index.get_or_insert(i);
         self.last_index = Some(i);
     }
@@ -346,13 +314,7 @@ impl Streamed {
             }
             return Some((Status::Fail, fails.join("; ")));
         }
-        let (status, mut detail) = self.judged()?;
-        if let Some(first) = &self.first_gap_discarded {
-            detail.push_str(&format!(
-                "; {} gap(s) right after a discarded frame, not warned: {first}",
-                self.gaps_discarded
-            ));
-        }
+        let (status, detail) = self.judged()?;
         Some(match self.readings_said() {
             Some(read) if status == Status::Pass => (Status::Warn, format!("{detail}; {read}")),
             Some(read) => (status, format!("{detail}; {read}")),
@@ -490,15 +452,6 @@ impl Streamed {
             };
             return (Status::Pass, format!("{base}; {how}"));
         }
-        if self.gaps_discarded > 0 {
-            let d = format!(
-                "{base}; their deltas joined ({} bytes) are not the result's content ({} bytes), \
-                 a chunk being missing where a frame over the message limit was discarded",
-                self.joined_len,
-                content.len()
-            );
-            return (Status::Pass, d);
-        }
         (
             Status::Warn,
             format!(
@@ -534,10 +487,6 @@ impl Run {
             _ => RequestId::from_value(v),
         });
         if self.stream.is_probe(id.as_ref()) {
-            // A frame discarded for its size just before this chunk (read off the
-            // diagnostics, told before the next frame is read) explains a gap here.
-            self.read_diagnostics();
-            self.stream.discarded(self.not_rpc.oversized());
             self.stream.chunk(params, written);
         } else if id.as_ref().is_some_and(|id| self.integral.was_sent(id)) {
             self.chunks = self.chunks.saturating_add(1);

@@ -161,23 +161,6 @@ pub(super) struct Changes {
     list_before: Option<bool>,
     /// The probes since the last verdict that got neither a result nor an error, described.
     quiet: Vec<String>,
-    /// The narrowing whose Request the phase's budget cut the wait for before a step had
-    /// passed since its fetch: judged when the run ends ([`Run::conclude_narrowing_told`]).
-    pending: Option<Pending>,
-}
-
-/// A narrowing's Request still awaited once the phase ended ([`Changes::pending`]).
-#[derive(Debug)]
-struct Pending {
-    /// The capabilities the narrowing withdrew, named.
-    lost: String,
-    /// When the host was written the answer to the fetch that showed it.
-    fetched_at: Instant,
-    /// When the first policy Request telling it came (a Request counted as not only
-    /// widening, §17.5 step 3), if one did.
-    told_at: Option<Instant>,
-    /// A policy Notification came meanwhile (§6.7: not how a grant change is told).
-    notified: bool,
 }
 
 impl Default for Changes {
@@ -197,7 +180,6 @@ impl Default for Changes {
             available_at_fetch: Vec::new(),
             list_before: None,
             quiet: Vec::new(),
-            pending: None,
         }
     }
 }
@@ -276,7 +258,7 @@ impl Run {
     /// pure widening (§6.7, §17.5 step 3: revoked host-first, then the Request).
     pub(super) fn tells_lost_at_fetch(&self, grant: &mcpl::capability::Grant) -> bool {
         let c = &self.changes;
-        (c.watching || c.pending.is_some())
+        c.watching
             && c.requested == 0
             && c.lost_at_fetch
                 .iter()
@@ -306,13 +288,6 @@ impl Run {
         what: &str,
     ) {
         let c = &mut self.changes;
-        if let Some(p) = c.pending.as_mut().filter(|_| !widening) {
-            if request {
-                p.told_at.get_or_insert_with(Instant::now);
-            } else {
-                p.notified = true;
-            }
-        }
         if !c.watching {
             return;
         }

@@ -6,7 +6,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::super::session::{secs, Reply, Run};
-use super::{Changes, Pending, Seen, NARROWING_TOLD, PHASE_STEPS};
+use super::{Changes, Seen, NARROWING_TOLD, PHASE_STEPS};
 use crate::check::report::Status;
 
 impl Run {
@@ -118,8 +118,7 @@ impl Run {
     /// a capability out of the grant ([`Changes::lost_at_fetch`]), a `featureSets/update`
     /// Request follows, awaited until a step after the fetch (within `deadline`). None by
     /// then fails (fail closed: the spec names no time; a step is every wait's bound);
-    /// the budget ending first, before a step passed, leaves it to the run's end
-    /// ([`Run::conclude_narrowing_told`]). When the grant did not change
+    /// the budget ending first, before a step passed, skips. When the grant did not change
     /// (only a feature set went: a set carries no authority, §6.4), no Request is required.
     pub(super) async fn judge_narrowing_told(&mut self, deadline: Instant) {
         let lost = self.changes.lost_at_fetch.join(", ");
@@ -153,18 +152,6 @@ impl Run {
             "no policy message followed it"
         };
         if waited < self.bounds.step {
-            // Reading: the budget cut the wait short of a step, but the run goes on (the
-            // probes after the phase, --watch): judged when it ends, on the step after the
-            // fetch the run gave ([`Run::conclude_narrowing_told`]).
-            if let Some(fetched_at) = self.changes.fetched_at {
-                self.changes.pending = Some(Pending {
-                    lost,
-                    fetched_at,
-                    told_at: None,
-                    notified: self.changes.since_fetch > 0,
-                });
-                return;
-            }
             let d = format!(
                 "the fetched narrowing withdrew {lost}; {how} before the manifest-change \
                  probes' budget ({PHASE_STEPS} × --timeout) ran out, {} after the fetch",
@@ -180,70 +167,6 @@ impl Run {
             secs(waited)
         );
         self.record(NARROWING_TOLD, Status::Fail, d);
-    }
-
-    /// `host.manifest-narrowing-requested` for a narrowing whose Request the phase's budget
-    /// cut the wait for before a step had passed since the fetch ([`Changes::pending`]),
-    /// once the run is over: what the host sent after the phase counts too.
-    ///
-    /// Reading (§6.7 names no time; a step is every wait's bound): a Request telling the
-    /// narrowing within a step of the fetch passes, one later fails, as in the phase. With
-    /// none, a run that went on a full step after the fetch gave the host its time, and it
-    /// fails; only a run that ended sooner skips, the host having truly had no time.
-    pub(in crate::check_host) fn conclude_narrowing_told(&mut self) {
-        let Some(p) = self.changes.pending.take() else {
-            return;
-        };
-        let (lost, step) = (p.lost, self.bounds.step);
-        let after = |t: Instant| secs(t.saturating_duration_since(p.fetched_at));
-        let rule = "(§6.7: a Request for any change to the effective grant, reductions \
-                    included; §17.5 step 3: revoked host-first, then the Request)";
-        let (status, d) = match p.told_at {
-            Some(t) if t.saturating_duration_since(p.fetched_at) <= step => (
-                Status::Pass,
-                format!(
-                    "the fetched narrowing withdrew {lost}, and the host told it by a \
-                     featureSets/update Request {} after the fetch, after the manifest-change \
-                     probes' budget ran out (§6.7: reduced first, then the Request)",
-                    after(t)
-                ),
-            ),
-            Some(t) => (
-                Status::Fail,
-                format!(
-                    "the fetched narrowing withdrew {lost} from the grant, and the Request \
-                     telling it came only {} after the fetch, past a step (--timeout) {rule}",
-                    after(t)
-                ),
-            ),
-            None => {
-                let how = if p.notified {
-                    "only a featureSets/update Notification followed it (a grant change goes \
-                     by Request; host.policy-is-request)"
-                } else {
-                    "no policy Request followed it"
-                };
-                let waited = p.fetched_at.elapsed();
-                if waited >= step {
-                    let d = format!(
-                        "the fetched narrowing withdrew {lost} from the grant, and {how} though \
-                         the run went on {} after the fetch, past a step (--timeout), the \
-                         manifest-change probes' budget having run out sooner {rule}",
-                        secs(waited)
-                    );
-                    (Status::Fail, d)
-                } else {
-                    let d = format!(
-                        "the fetched narrowing withdrew {lost}; {how}, and the run ended {} \
-                         after the fetch, before a step (--timeout) had passed: the host had \
-                         no time to be judged by",
-                        secs(waited)
-                    );
-                    (Status::Skip, d)
-                }
-            }
-        };
-        self.record(NARROWING_TOLD, status, d);
     }
 
     /// Records `id` from what the probes showed (`seen`); `why` says why they must be

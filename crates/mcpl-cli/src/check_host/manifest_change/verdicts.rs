@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::super::served;
 use super::super::session::{Reply, Run};
-use super::{ADDITIONS, FETCHED_FIRST, IDS, NARROWING_TOLD, ONE_UPDATE, PHASE_STEPS, UNPARSEABLE};
+use super::{ADDITIONS, FETCHED_FIRST, IDS, ONE_UPDATE, PHASE_STEPS, UNPARSEABLE};
 use crate::check::report::Status;
 
 impl Run {
@@ -277,12 +277,6 @@ impl Run {
             }
         }
         let why = why.unwrap_or_else(|| "not judged".into());
-        // A narrowing's Request still awaited is judged when the run ends.
-        let pending = self.changes.pending.is_some();
-        let ids: Vec<&str> = IDS
-            .into_iter()
-            .filter(|id| !(pending && *id == NARROWING_TOLD))
-            .collect();
-        self.record_unset(&ids, Status::Skip, &why);
+        self.record_unset(&IDS, Status::Skip, &why);
     }
 }

@@ -52,9 +52,9 @@ impl Run {
             ))
         } else if self.changes.requested == 0 {
             Some(
-                "no featureSets/update Request had told the narrowing when the probe was due \
-                 (host.manifest-narrowing-requested): the narrowed grant was not put in force \
-                 by one"
+                "no featureSets/update Request told the narrowing \
+                 (host.manifest-narrowing-requested): the narrowed grant was never put in \
+                 force by one"
                     .to_owned(),
             )
         } else if self.policy.allows(WITHDRAWN) {

@@ -346,8 +346,6 @@ impl Run {
         if streamed {
             // §11.4: its chunks are judged against this id ([`super::super::streamed`]).
             self.stream.sent(first_id.clone());
-            self.read_diagnostics();
-            self.stream.discarded(self.not_rpc.oversized());
         }
         let first_deadline = Instant::now() + bound;
         let ping_id = self.peer.send_request(Ping::NAME, None, |_| {}).await.ok();

@@ -79,7 +79,6 @@ impl Run {
         }
         // Else the inference probe was never sent (the run ended before it): "not reached",
         // said below, not an answer the host never gave.
-        self.conclude_narrowing_told();
         self.conclude_stream();
         self.conclude_deliveries();
         self.conclude_lifecycles();
