@@ -1219,3 +1219,24 @@ fn a_repeat_in_the_answer_behind_a_repeat_elsewhere_in_its_batch_is_refused() {
         "{d}"
     );
 }
+
+/// A server whose `initialize` answer shows its id and then nests past what a parser
+/// takes: the wait ends at once, the answer said as one that could not be read and why (the
+/// library's peer fails its request so, `peer::refused`), not "no response within the
+/// timeout" after waiting it out.
+#[test]
+fn an_answer_nested_past_the_parser_is_said_at_once() {
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"result":{}{}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let script = format!("read l; printf '%s\\n' '{deep}'; exec sleep 60");
+    let doc = check_script(&script);
+    let d = detail(&doc, "initialize.answered");
+    assert!(
+        d.contains("could not read") && d.contains("nested deeper than 128 levels"),
+        "{d}"
+    );
+    assert!(!d.contains("no response"), "{d}");
+}
