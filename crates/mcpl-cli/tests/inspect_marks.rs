@@ -310,3 +310,104 @@ fn the_hook_result_shows_the_user_message_the_wire_carried() {
     );
     assert!(granted.get("userMessageWithheld").is_none(), "{granted}");
 }
+
+/// `mcpl inspect --repl --json` on `tcp://addr`, fed `log 50` until an entry `found` picks
+/// is listed (each round one command and its one result line, within [`WAIT`]); returns
+/// that `log` result.
+fn repl_log_until(addr: std::net::SocketAddr, found: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let mut child = Command::new(BIN)
+        .args(["inspect", "--repl", "--json", "--timeout", "5"])
+        .arg(format!("tcp://{addr}"))
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + WAIT;
+    let entries = 'rounds: loop {
+        writeln!(stdin, "log 50").unwrap();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no log with the entry within {WAIT:?}"));
+            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            if v["command"] != "log" {
+                continue;
+            }
+            let entries = v["result"].as_array().cloned().unwrap_or_default();
+            if found(&entries) {
+                break 'rounds entries;
+            }
+            break;
+        }
+    };
+    let _ = writeln!(stdin, "quit");
+    drop(stdin);
+    let _ = child.wait();
+    entries
+}
+
+/// `notifications/cancelled` with `params`, a notification of the server.
+fn cancelled(params: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": params })
+}
+
+/// The host's diagnostic entries said which rule applied but not to which frame: the
+/// mark sat on a frame, and the diagnostic's own entry did not name it. Now a diagnostic's
+/// entry names the frame it marked (`marked.seq`, the seq the log gives frames), in the
+/// REPL's `--json` log as on the dashboard; the fields it had are unchanged.
+#[test]
+fn a_diagnostic_entry_names_the_frame_it_marked() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // No requestId: the host reports it (`invalid_params`, a method-only diagnostic).
+    let defective = cancelled(json!({}));
+    std::thread::spawn(move || server(listener, manifest(), vec![defective]));
+    let is_diag = |e: &Value| {
+        e["kind"] == "diagnostic"
+            && e["preview"]
+                .as_str()
+                .is_some_and(|p| p.contains("invalid_params"))
+    };
+    let log = repl_log_until(addr, |es| es.iter().any(is_diag));
+    let diag = log.iter().find(|e| is_diag(e)).unwrap();
+    let frame = log
+        .iter()
+        .find(|e| e["dir"] == "received" && e["method"] == "notifications/cancelled")
+        .unwrap_or_else(|| panic!("the frame is logged: {log:?}"));
+    assert_eq!(diag["marked"], json!({ "seq": frame["seq"] }), "{diag}");
+    assert!(
+        marks(frame).iter().any(|(r, _, _)| r == "invalid_params"),
+        "{frame}"
+    );
+    for key in [
+        "seq",
+        "time",
+        "generation",
+        "dir",
+        "kind",
+        "method",
+        "id",
+        "bytes",
+        "truncated",
+        "marks",
+        "preview",
+    ] {
+        assert!(diag.get(key).is_some(), "{key}: {diag}");
+    }
+    // Entries that are not diagnostics carry no `marked`.
+    assert!(frame.get("marked").is_none(), "{frame}");
+}

@@ -454,7 +454,7 @@ impl Engine {
         let generation = self.state().generation;
         let seq = self
             .log()
-            .record_host(generation, Kind::Note, None, text, Vec::new());
+            .record_host(generation, Kind::Note, None, text, Vec::new(), None);
         self.inner.log_tick.send_replace(seq);
     }
 
@@ -756,37 +756,34 @@ impl Engine {
             let of_method = |u: &Unit<'_>, m: &str| {
                 matches!(u.kind, Kind::Request | Kind::Notification) && u.method == Some(m)
             };
-            match &about {
-                About::Method(m) => {
-                    mark_latest(&mut log, &|u| of_method(u, m));
-                }
+            let marked = match &about {
+                About::Method(m) => mark_latest(&mut log, &|u| of_method(u, m)),
                 About::MethodNaming { method: m, value } => {
                     let named = Value::String(value.clone()).to_string();
-                    if !mark_latest(&mut log, &|u| of_method(u, m) && u.text.contains(&named)) {
-                        mark_latest(&mut log, &|u| of_method(u, m));
-                    }
+                    mark_latest(&mut log, &|u| of_method(u, m) && u.text.contains(&named))
+                        .or_else(|| mark_latest(&mut log, &|u| of_method(u, m)))
                 }
-                About::Id(id) => {
-                    mark_latest(&mut log, &|u| u.id == Some(id.as_str()));
-                }
-                About::Request(id) => {
-                    mark_latest(&mut log, &|u| {
-                        u.kind == Kind::Request && u.id == Some(id.as_str())
-                    });
-                }
+                About::Id(id) => mark_latest(&mut log, &|u| u.id == Some(id.as_str())),
+                About::Request(id) => mark_latest(&mut log, &|u| {
+                    u.kind == Kind::Request && u.id == Some(id.as_str())
+                }),
                 About::Response { id, stray } => {
-                    log.mark_response(generation, id, *stray, mark.clone());
+                    log.mark_response(generation, id, *stray, mark.clone())
                 }
-                About::Junk => {
-                    mark_latest(&mut log, &|u| u.kind == Kind::Junk);
-                }
-                About::Batch => {
-                    log.mark_batch(generation, mark.clone());
-                }
-                About::Nothing => {}
-            }
+                About::Junk => mark_latest(&mut log, &|u| u.kind == Kind::Junk),
+                About::Batch => log.mark_batch(generation, mark.clone()),
+                About::Nothing => None,
+            };
             let text = format!("{} {}: {}", mark.section, mark.rule, mark.detail);
-            log.record_host(generation, Kind::Diagnostic, method, text, vec![mark])
+            // Its entry names the frame it marked (`marked`), so the log says which one.
+            log.record_host(
+                generation,
+                Kind::Diagnostic,
+                method,
+                text,
+                vec![mark],
+                marked,
+            )
         };
         self.inner.log_tick.send_replace(seq);
     }

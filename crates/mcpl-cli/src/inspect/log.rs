@@ -127,7 +127,13 @@ pub struct Entry {
     /// A batch's entries as their heads read, the first [`MAX_PARTS`] of them, in order;
     /// empty for any other frame.
     pub parts: Vec<Part>,
+    /// For a diagnostic, the frame its mark was put on ([`Marked`]); `None` when it marked
+    /// none (no frame is its subject, or the frame was not found or no longer kept).
+    pub marked: Option<Marked>,
 }
+
+/// Where a mark went: the frame's seq, and on a batch the index of the entry it names.
+pub type Marked = (u64, Option<usize>);
 
 /// One entry of a batch frame (JSON-RPC 2.0 §6), as its head reads.
 #[derive(Debug, Clone)]
@@ -180,15 +186,25 @@ impl Unit<'_> {
 }
 
 impl Entry {
-    /// The summary the page lists: everything but the full text.
+    /// The summary the page lists: everything but the full text. A diagnostic's also says
+    /// which frame it marked, `"marked": {"seq": N}` (with `"entry": I` on a batch entry), or
+    /// `"marked": null` when it marked none; other entries have no `marked`.
     pub fn summary(&self) -> Value {
         let preview: String = self.text.chars().take(PREVIEW_CHARS).collect();
-        json!({
+        let mut v = json!({
             "seq": self.seq, "time": self.time, "generation": self.generation,
             "dir": self.dir, "kind": self.kind, "method": self.method, "id": self.id,
             "bytes": self.bytes, "truncated": self.truncated, "marks": self.marks,
             "preview": preview,
-        })
+        });
+        if self.kind == Kind::Diagnostic {
+            v["marked"] = match self.marked {
+                Some((seq, None)) => json!({ "seq": seq }),
+                Some((seq, Some(entry))) => json!({ "seq": seq, "entry": entry }),
+                None => Value::Null,
+            };
+        }
+        v
     }
 
     /// The whole entry, with its kept text.
@@ -593,6 +609,7 @@ impl Log {
             truncated: kept.len() < text.len(),
             marks: Vec::new(),
             parts,
+            marked: None,
         });
         if let Some(e) = self.entries.back_mut() {
             for entry in strays {
@@ -643,7 +660,8 @@ impl Log {
         }
     }
 
-    /// Records a diagnostic or a note of the host side; returns its seq.
+    /// Records a diagnostic or a note of the host side, with the frame a diagnostic marked
+    /// (`marked`); returns its seq.
     pub fn record_host(
         &mut self,
         generation: u64,
@@ -651,6 +669,7 @@ impl Log {
         method: Option<String>,
         text: String,
         marks: Vec<Mark>,
+        marked: Option<Marked>,
     ) -> u64 {
         let text = cut(&text, MAX_KEPT_FRAME).to_owned();
         self.push(Entry {
@@ -666,6 +685,7 @@ impl Log {
             truncated: false,
             marks,
             parts: Vec::new(),
+            marked,
         })
     }
 
@@ -692,7 +712,13 @@ impl Log {
     /// frames in order, so an earlier stray unmarked is the one it is about; a response the
     /// library took that the wire shows as a stray (read while its request was in flight
     /// but not yet written) keeps both.
-    pub fn mark_response(&mut self, generation: u64, id: &str, stray: bool, mark: Mark) -> bool {
+    pub fn mark_response(
+        &mut self,
+        generation: u64,
+        id: &str,
+        stray: bool,
+        mark: Mark,
+    ) -> Option<Marked> {
         let key = pair_key(id);
         let mut newest = None;
         let mut oldest_stray = None;
@@ -711,28 +737,25 @@ impl Log {
         }
         let picked = match (stray, oldest_stray, newest) {
             (true, Some(p), _) | (_, _, Some(p)) => p,
-            _ => return false,
+            _ => return None,
         };
         self.mark_seq(picked, mark)
     }
 
     /// Marks the newest received frame or batch entry (within the last few thousand
-    /// entries) that `pred` picks; returns whether one was found.
-    pub fn mark_latest(&mut self, pred: impl Fn(&Unit<'_>) -> bool, mark: Mark) -> bool {
+    /// entries) that `pred` picks; returns where, if one was found.
+    pub fn mark_latest(&mut self, pred: impl Fn(&Unit<'_>) -> bool, mark: Mark) -> Option<Marked> {
         let found = self
             .recent_units()
             .find(|(_, u)| pred(u))
             .map(|(seq, u)| (seq, u.entry));
-        match found {
-            Some(at) => self.mark_seq(at, mark),
-            None => false,
-        }
+        self.mark_seq(found?, mark)
     }
 
     /// Marks the newest received frame or batch entry `pred` picks that carries no mark of
     /// `mark`'s rule yet, else the newest it picks (within the last few thousand entries);
-    /// returns whether one was found.
-    pub fn mark_fresh(&mut self, pred: impl Fn(&Unit<'_>) -> bool, mark: Mark) -> bool {
+    /// returns where, if one was found.
+    pub fn mark_fresh(&mut self, pred: impl Fn(&Unit<'_>) -> bool, mark: Mark) -> Option<Marked> {
         let mut newest = None;
         let mut fresh = None;
         for (seq, u) in self.recent_units().filter(|(_, u)| pred(u)) {
@@ -742,10 +765,7 @@ impl Log {
                 break;
             }
         }
-        match fresh.or(newest) {
-            Some(at) => self.mark_seq(at, mark),
-            None => false,
-        }
+        self.mark_seq(fresh.or(newest)?, mark)
     }
 
     /// The received frames and batch entries a mark may go on, newest first, with their
@@ -760,8 +780,9 @@ impl Log {
             .take(MARK_SEARCH_UNITS)
     }
 
-    /// Marks the newest received batch frame of connection `generation`, as a whole.
-    pub fn mark_batch(&mut self, generation: u64, mark: Mark) -> bool {
+    /// Marks the newest received batch frame of connection `generation`, as a whole;
+    /// returns where, if one was found.
+    pub fn mark_batch(&mut self, generation: u64, mark: Mark) -> Option<Marked> {
         let found = self
             .entries
             .iter()
@@ -769,28 +790,19 @@ impl Log {
             .take(MARK_SEARCH)
             .find(|e| e.generation == generation && e.dir == Dir::Received && e.kind == Kind::Batch)
             .map(|e| e.seq);
-        match found {
-            Some(seq) => self.mark_seq((seq, None), mark),
-            None => false,
-        }
+        self.mark_seq((found?, None), mark)
     }
 
-    /// Marks the kept entry `seq` (on a batch, its entry `entry`); returns whether it is
+    /// Marks the kept entry `seq` (on a batch, its entry `entry`); returns where, if it is
     /// kept.
-    fn mark_seq(&mut self, (seq, entry): (u64, Option<usize>), mut mark: Mark) -> bool {
+    fn mark_seq(&mut self, (seq, entry): Marked, mut mark: Mark) -> Option<Marked> {
         mark.entry = entry;
-        let Some(first) = self.entries.front().map(|e| e.seq) else {
-            return false;
-        };
+        let first = self.entries.front().map(|e| e.seq)?;
         let index = usize::try_from(seq.saturating_sub(first)).unwrap_or(usize::MAX);
-        match self.entries.get_mut(index) {
-            Some(e) => {
-                self.text_bytes += e.mark(mark);
-                self.evict();
-                true
-            }
-            None => false,
-        }
+        let e = self.entries.get_mut(index)?;
+        self.text_bytes += e.mark(mark);
+        self.evict();
+        self.get(seq).map(|_| (seq, entry))
     }
 
     /// The entry `seq`, if it is still kept.

@@ -345,13 +345,22 @@ fn readable(cmd: &str, v: &Value) -> String {
                     })
                     .collect();
                 let preview: String = field(&e["preview"]).chars().take(100).collect();
+                // A diagnostic names the frame it marked, by the seq this list shows.
+                let marked = match e["marked"]["seq"].as_u64() {
+                    Some(seq) => match e["marked"]["entry"].as_u64() {
+                        Some(i) => format!(" -> frame {seq} (entry {i})"),
+                        None => format!(" -> frame {seq}"),
+                    },
+                    None => String::new(),
+                };
                 format!(
-                    "{:>6} {:<8} {:<12} {}{}",
+                    "{:>6} {:<8} {:<12} {}{}{}",
                     e["seq"],
                     field(&e["dir"]),
                     field(&e["kind"]),
                     preview,
-                    marks
+                    marks,
+                    marked
                 )
             })
             .collect::<Vec<_>>()
@@ -610,6 +619,34 @@ mod tests {
             assert!(v.is_object() && !line.contains('\n'), "{line}");
         }
         assert_eq!(event_line(&json!({ "type": "changed" }), true), None);
+    }
+
+    /// The text `log` names the frame a diagnostic marked by the seq it lists frames under
+    /// (and the batch entry); a diagnostic that marked none, and a frame, say nothing of it.
+    #[test]
+    fn the_text_log_names_the_frame_a_diagnostic_marked() {
+        let mark = json!({ "section": "§4", "rule": "invalid_params", "detail": "d" });
+        let diag = |marked: Value| {
+            json!({ "seq": 9, "dir": "host", "kind": "diagnostic", "preview": "§4 invalid_params: d",
+                    "marks": [mark], "marked": marked })
+        };
+        let frame = json!({ "seq": 7, "dir": "received", "kind": "notification",
+                            "preview": "{}", "marks": [mark] });
+        let text = readable(
+            "log",
+            &json!([
+                frame,
+                diag(json!({ "seq": 7 })),
+                diag(json!({ "seq": 8, "entry": 2 })),
+                diag(Value::Null)
+            ]),
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(!lines[0].contains("-> frame"), "{text}");
+        assert!(lines[1].ends_with("-> frame 7"), "{text}");
+        assert!(lines[2].ends_with("-> frame 8 (entry 2)"), "{text}");
+        assert!(!lines[3].contains("-> frame"), "{text}");
     }
 
     /// A count that is no number is refused, not read as the default.

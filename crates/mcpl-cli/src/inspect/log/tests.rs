@@ -197,7 +197,10 @@ fn responses_in_a_batch_are_paired_and_diagnosed_by_entry() {
         detail: String::new(),
         entry: None,
     };
-    assert!(log.mark_response(1, "9", true, mark("unknown_response")));
+    assert_eq!(
+        log.mark_response(1, "9", true, mark("unknown_response")),
+        Some((2, Some(1)))
+    );
     assert_eq!(
         marks_of(&log, 2),
         [
@@ -206,7 +209,7 @@ fn responses_in_a_batch_are_paired_and_diagnosed_by_entry() {
         ]
     );
     // A diagnostic about the batch as a whole marks it with no entry.
-    assert!(log.mark_batch(1, mark("batch_too_large")));
+    assert_eq!(log.mark_batch(1, mark("batch_too_large")), Some((2, None)));
     assert_eq!(
         marks_of(&log, 2).last().unwrap(),
         &("batch_too_large".to_owned(), None)
@@ -256,4 +259,65 @@ fn a_batch_keeps_a_mark_per_entry_within_its_bound() {
     assert_eq!(entries, (0..MAX_BATCH_MARKS).collect::<Vec<_>>());
     let sent = log.get(2).unwrap().cost();
     assert!(log.text_bytes > before + sent, "the marks are counted");
+}
+
+/// A diagnostic's entry names the frame its mark went on: `"marked": {"seq": N}` (with
+/// `"entry"` on a batch entry), `null` when it marked none; frames and notes have no
+/// `marked`, and no existing field changed.
+#[test]
+fn a_diagnostic_entry_names_the_frame_it_marked() {
+    let mut log = Log::default();
+    let t = SystemTime::now();
+    log.record_frame(
+        1,
+        Dir::Received,
+        t,
+        r#"{"jsonrpc":"2.0","method":"push/event","params":{}}"#,
+    );
+    let mark = Mark {
+        rule: "invalid_params".into(),
+        section: "§9.2",
+        detail: "push/event: bad".into(),
+        entry: None,
+    };
+    let marked = log.mark_fresh(|u| u.method == Some("push/event"), mark.clone());
+    assert_eq!(marked, Some((1, None)));
+    let d = log.record_host(
+        1,
+        Kind::Diagnostic,
+        None,
+        "d".into(),
+        vec![mark.clone()],
+        marked,
+    );
+    let none = log.record_host(1, Kind::Diagnostic, None, "n".into(), vec![mark], None);
+    let note = log.record_host(1, Kind::Note, None, "note".into(), Vec::new(), None);
+    let summary = |seq| log.get(seq).unwrap().summary();
+    assert_eq!(summary(d)["marked"], json!({ "seq": 1 }));
+    assert_eq!(summary(none)["marked"], Value::Null);
+    assert!(summary(none).get("marked").is_some());
+    assert!(summary(note).get("marked").is_none());
+    assert!(summary(1).get("marked").is_none());
+    for key in ["seq", "dir", "kind", "marks", "preview"] {
+        assert!(summary(d).get(key).is_some(), "{key}");
+    }
+    // On a batch entry, the entry too.
+    log.record_frame(
+        1,
+        Dir::Received,
+        t,
+        r#"[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","method":"b"}]"#,
+    );
+    let m = Mark {
+        rule: "unexpected_method".into(),
+        section: "§4",
+        detail: String::new(),
+        entry: None,
+    };
+    let at = log.mark_fresh(|u| u.method == Some("b"), m.clone());
+    let seq = log.record_host(1, Kind::Diagnostic, None, "b".into(), vec![m], at);
+    assert_eq!(
+        log.get(seq).unwrap().summary()["marked"],
+        json!({ "seq": 5, "entry": 1 })
+    );
 }
