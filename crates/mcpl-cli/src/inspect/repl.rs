@@ -5,7 +5,10 @@
 //! line on stdout is one JSON object, a note that events were not shown too
 //! (`{"resync": {"missed": N}}`).
 //!
-//! Input lines are read up to [`MAX_LINE`] bytes; a longer one is refused whole.
+//! Input lines are read up to [`MAX_LINE`] bytes; a longer one is refused whole. Output goes
+//! through a queue of at most [`output::OUTPUT_LINES`] lines to a writer thread ([`output`]): a
+//! stalled reader of stdout holds up the commands, never the connection; events past the
+//! queue's room are dropped and told (`{"resync": {"missed": N}}`).
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,11 +16,14 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::task::JoinHandle;
 
 use super::engine::{AutoAnswer, Engine};
 use super::log::Filter;
 use super::ops::OpResult;
 use crate::term::one_line;
+
+mod output;
 
 /// Longest command line accepted, in bytes.
 pub const MAX_LINE: usize = 1024 * 1024;
@@ -394,30 +400,11 @@ fn readable(cmd: &str, v: &Value) -> String {
 }
 
 /// `v` as one line of JSON that still parses once printed: what a terminal acts on is
-/// escaped as JSON ([`crate::term::compact_json`]), which [`print_line`] leaves as it is.
+/// escaped as JSON ([`crate::term::compact_json`]), which stdout's writer leaves as it is.
 fn json_line(v: &Value) -> String {
     let mut s = crate::term::compact_json(v);
     s.pop();
     s
-}
-
-/// Prints one line on stdout; false when stdout is gone (a closed pipe), reported once on
-/// stderr. `println!` panicked there.
-fn print_line(line: &str) -> bool {
-    use std::io::Write;
-    static REPORTED: AtomicBool = AtomicBool::new(false);
-    let mut out = std::io::stdout().lock();
-    // What the server wrote (names, descriptions, messages) is printed as text, never
-    // acted on by the terminal (`term::visible`).
-    match writeln!(out, "{}", crate::term::visible(line)).and_then(|()| out.flush()) {
-        Ok(()) => true,
-        Err(e) => {
-            if !REPORTED.swap(true, Ordering::SeqCst) {
-                crate::term::emit_err(&format!("mcpl inspect: cannot write the output: {e}\n"));
-            }
-            false
-        }
-    }
 }
 
 /// What the live stream handed the REPL, as a message to print: a lag (the subscriber fell
@@ -478,24 +465,45 @@ fn event_line(msg: &Value, json_out: bool) -> Option<String> {
     Some(line)
 }
 
-/// Prints events as they come until the engine goes away.
-fn print_events(engine: &Engine, json_out: bool) {
+/// Queues events for stdout as they come ([`output::Lines::event`], never waiting) until
+/// the engine goes away, stdout is gone or the task is aborted. A lag of the live stream is
+/// counted with the events the queue had no room for, and told with them.
+fn print_events(engine: &Engine, out: output::Lines, json_out: bool) -> JoinHandle<()> {
     let mut rx = engine.subscribe();
     tokio::spawn(async move {
         while let Some(msg) = received(rx.recv().await) {
+            if msg["type"] == "resync" {
+                out.lost(msg["missed"].as_u64().unwrap_or(0));
+                continue;
+            }
             let Some(line) = event_line(&msg, json_out) else {
                 continue;
             };
-            if !print_line(&line) {
+            if !out.event(line) {
                 break;
             }
         }
-    });
+    })
 }
 
-/// Runs the REPL until `quit` or the end of input.
+/// Runs the REPL until `quit` or the end of input. Its stdout is written by a thread of
+/// its own ([`output`]): a reader of stdout that stalls never holds up the connection.
 pub async fn run(engine: Engine, json_out: bool) -> ExitCode {
-    print_events(&engine, json_out);
+    let out = output::Output::start(json_out);
+    let events = print_events(&engine, out.lines().clone(), json_out);
+    let code = commands(&engine, out.lines(), json_out).await;
+    events.abort();
+    let _ = events.await;
+    let written = out.finish().await;
+    if code == ExitCode::SUCCESS && !written {
+        ExitCode::from(1)
+    } else {
+        code
+    }
+}
+
+/// Reads and runs commands until `quit` or the end of input, queueing their results.
+async fn commands(engine: &Engine, out: &output::Lines, json_out: bool) -> ExitCode {
     if let Err(e) = engine.connect().await {
         crate::term::emit_err(&format!("mcpl inspect: {e}\n"));
         return ExitCode::from(2);
@@ -535,7 +543,7 @@ pub async fn run(engine: Engine, json_out: bool) -> ExitCode {
         }
         let line = String::from_utf8_lossy(&buf).trim().to_owned();
         let cmd = word(&line).0.to_owned();
-        let Some(result) = command(&engine, &line).await else {
+        let Some(result) = command(engine, &line).await else {
             break;
         };
         if line.is_empty() {
@@ -547,7 +555,7 @@ pub async fn run(engine: Engine, json_out: bool) -> ExitCode {
             (Ok(v), false) => readable(&cmd, v),
             (Err(e), false) => format!("error: {e}"),
         };
-        if !text.is_empty() && !print_line(&text) {
+        if !text.is_empty() && !out.result(text).await {
             // Nobody reads the results any more (`mcpl inspect --repl | head`): end.
             failed.store(true, Ordering::SeqCst);
             break;

@@ -1,0 +1,203 @@
+//! The REPL's stdout, written by a thread of its own so that a reader of stdout that stalls
+//! (a pipe nobody reads) stalls only that thread, never the runtime that reads the server's
+//! frames and answers its pings.
+//!
+//! Lines reach the writer thread through a queue of at most [`OUTPUT_LINES`] lines:
+//! - a command's result waits for room (the next command is read only once it is queued),
+//!   which holds up only the command loop;
+//! - an event (a push, a channel message, a waiting request) that finds the queue full is
+//!   dropped and counted, and the count is told as a lag of the live stream is told
+//!   (`{"resync": {"missed": N}}` with `--json`, `* N events were not shown` without),
+//!   before the next event or result that finds room, or at the end of the REPL.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::sync::mpsc::{self, error::TrySendError};
+
+use super::event_line;
+
+/// Most lines queued for stdout at once; past it, events are dropped and counted.
+pub const OUTPUT_LINES: usize = 256;
+
+/// Where lines for stdout are queued; cheap to clone (the event printer holds one).
+#[derive(Clone)]
+pub struct Lines {
+    tx: mpsc::Sender<String>,
+    /// Events not shown and not told yet (dropped here, or missed on the live stream).
+    missed: Arc<AtomicU64>,
+    json: bool,
+}
+
+impl Lines {
+    /// The note telling that `n` events were not shown.
+    fn note(&self, n: u64) -> String {
+        let msg = json!({ "type": "resync", "missed": n });
+        event_line(&msg, self.json).unwrap_or_default()
+    }
+
+    /// Counts `n` events that were not shown, to be told.
+    pub fn lost(&self, n: u64) {
+        self.missed.fetch_add(n, Ordering::SeqCst);
+    }
+
+    /// Queues an event's line without waiting: past [`OUTPUT_LINES`] it is dropped and
+    /// counted (a count not yet told goes first). False once stdout is gone.
+    pub fn event(&self, line: String) -> bool {
+        let untold = self.missed.swap(0, Ordering::SeqCst);
+        if untold > 0 {
+            match self.tx.try_send(self.note(untold)) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    self.lost(untold + 1);
+                    return true;
+                }
+                Err(TrySendError::Closed(_)) => return false,
+            }
+        }
+        match self.tx.try_send(line) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                self.lost(1);
+                true
+            }
+            Err(TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// Queues a result's line, waiting for room (a count of events not told goes first).
+    /// False once stdout is gone.
+    pub async fn result(&self, line: String) -> bool {
+        self.tell().await && self.tx.send(line).await.is_ok()
+    }
+
+    /// Queues the note of the events not shown and not told yet, if any, waiting for room.
+    async fn tell(&self) -> bool {
+        match self.missed.swap(0, Ordering::SeqCst) {
+            0 => true,
+            n => self.tx.send(self.note(n)).await.is_ok(),
+        }
+    }
+}
+
+/// The REPL's stdout: the queue and its writer thread.
+pub struct Output {
+    lines: Lines,
+    writer: std::thread::JoinHandle<bool>,
+}
+
+impl Output {
+    /// Starts the writer thread.
+    pub fn start(json: bool) -> Output {
+        let (tx, mut rx) = mpsc::channel::<String>(OUTPUT_LINES);
+        let writer = std::thread::spawn(move || {
+            while let Some(line) = rx.blocking_recv() {
+                if !print_line(&line) {
+                    // Nobody reads any more (`mcpl inspect --repl | head`): every send fails
+                    // from now on, so the REPL ends.
+                    rx.close();
+                    return false;
+                }
+            }
+            true
+        });
+        Output {
+            lines: Lines {
+                tx,
+                missed: Arc::new(AtomicU64::new(0)),
+                json,
+            },
+            writer,
+        }
+    }
+
+    /// Where lines are queued.
+    pub fn lines(&self) -> &Lines {
+        &self.lines
+    }
+
+    /// Tells the events not shown, if any, and waits until every queued line is written
+    /// (every other [`Lines`] must be dropped first); false when stdout failed.
+    pub async fn finish(self) -> bool {
+        let Output { lines, writer } = self;
+        let told = lines.tell().await;
+        drop(lines);
+        let written = tokio::task::spawn_blocking(move || writer.join().unwrap_or(false))
+            .await
+            .unwrap_or(false);
+        told && written
+    }
+}
+
+/// Prints one line on stdout; false when stdout is gone (a closed pipe), reported once on
+/// stderr. `println!` panicked there.
+fn print_line(line: &str) -> bool {
+    use std::io::Write;
+    static REPORTED: AtomicBool = AtomicBool::new(false);
+    let mut out = std::io::stdout().lock();
+    // What the server wrote (names, descriptions, messages) is printed as text, never
+    // acted on by the terminal (`term::visible`).
+    match writeln!(out, "{}", crate::term::visible(line)).and_then(|()| out.flush()) {
+        Ok(()) => true,
+        Err(e) => {
+            if !REPORTED.swap(true, Ordering::SeqCst) {
+                crate::term::emit_err(&format!("mcpl inspect: cannot write the output: {e}\n"));
+            }
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(capacity: usize) -> (Lines, mpsc::Receiver<String>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        let lines = Lines {
+            tx,
+            missed: Arc::new(AtomicU64::new(0)),
+            json: true,
+        };
+        (lines, rx)
+    }
+
+    /// Events past the queue's room are dropped, never waited for, and counted; the count
+    /// is told before the next line that finds room, once, as `{"resync": {"missed": N}}`,
+    /// with a lag of the live stream added in.
+    #[tokio::test]
+    async fn events_past_the_room_are_counted_and_told() {
+        let (out, mut rx) = lines(2);
+        for i in 0..5 {
+            assert!(out.event(format!("e{i}")));
+        }
+        out.lost(4);
+        assert_eq!(rx.recv().await.as_deref(), Some("e0"));
+        assert_eq!(rx.recv().await.as_deref(), Some("e1"));
+        assert!(out.event("e5".into()));
+        assert_eq!(
+            rx.recv().await.as_deref(),
+            Some(r#"{"resync":{"missed":7}}"#)
+        );
+        assert_eq!(rx.recv().await.as_deref(), Some("e5"));
+        // Room for the note but not the event: the event is counted for the next note.
+        assert!(out.event("e6".into()));
+        assert!(out.event("e7".into()));
+        assert!(out.event("e8".into()));
+        assert_eq!(rx.recv().await.as_deref(), Some("e6"));
+        assert_eq!(rx.recv().await.as_deref(), Some("e7"));
+        assert!(out.result("r".into()).await);
+        assert_eq!(
+            rx.recv().await.as_deref(),
+            Some(r#"{"resync":{"missed":1}}"#)
+        );
+        assert_eq!(rx.recv().await.as_deref(), Some("r"));
+        // Nothing more to tell.
+        assert!(out.result("r2".into()).await);
+        assert_eq!(rx.recv().await.as_deref(), Some("r2"));
+        drop(rx);
+        assert!(!out.event("gone".into()));
+        assert!(!out.result("gone".into()).await);
+    }
+}
