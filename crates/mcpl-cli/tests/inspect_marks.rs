@@ -30,7 +30,7 @@ fn push(id: u64, feature_set: &str, event_id: &str) -> Value {
 }
 
 /// A server advertising `manifest`: answers every request (`{}` past the handshake), and
-/// after answering the first policy writes the lines of `after_policy`.
+/// after answering the first policy writes the lines of `after_policy`, in one write.
 fn server(listener: std::net::TcpListener, manifest: Value, after_policy: Vec<Value>) {
     let (stream, _) = listener.accept().unwrap();
     let mut writer = stream.try_clone().unwrap();
@@ -55,9 +55,14 @@ fn server(listener: std::net::TcpListener, manifest: Value, after_policy: Vec<Va
         let reply = json!({ "jsonrpc": "2.0", "id": id, "result": result });
         writeln!(writer, "{reply}").unwrap();
         if method == "featureSets/update" {
-            for line in after_policy.take().into_iter().flatten() {
-                writeln!(writer, "{line}").unwrap();
-            }
+            // All in one write: the host reads them together.
+            let lines: String = after_policy
+                .take()
+                .into_iter()
+                .flatten()
+                .map(|l| format!("{l}\n"))
+                .collect();
+            writer.write_all(lines.as_bytes()).unwrap();
         }
     }
 }
@@ -410,4 +415,59 @@ fn a_diagnostic_entry_names_the_frame_it_marked() {
     }
     // Entries that are not diagnostics carry no `marked`.
     assert!(frame.get("marked").is_none(), "{frame}");
+}
+
+/// A diagnostic naming only a method (`invalid_params` of `notifications/cancelled`, no id)
+/// marked the newest frame of that method not yet marked for its rule when it was handled:
+/// of two such frames read together, the first defective (no `requestId`) and the second
+/// well formed, the second was marked. Now it marks the frame whose handling raised it
+/// (the session names it, `DiagnosticTap`), whatever was read after it.
+#[test]
+fn a_method_only_diagnostic_marks_the_frame_it_was_raised_for() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Both in one write, so the host reads the second before it handles the first.
+    let both = vec![cancelled(json!({})), cancelled(json!({ "requestId": 999 }))];
+    std::thread::spawn(move || server(listener, manifest(), both));
+    let is_diag = |e: &Value| {
+        e["kind"] == "diagnostic"
+            && e["preview"]
+                .as_str()
+                .is_some_and(|p| p.contains("invalid_params"))
+    };
+    let log = repl_log_until(addr, |es| {
+        es.iter().any(is_diag)
+            && es
+                .iter()
+                .filter(|e| e["dir"] == "received" && e["method"] == "notifications/cancelled")
+                .count()
+                == 2
+    });
+    let frames: Vec<&Value> = log
+        .iter()
+        .filter(|e| e["dir"] == "received" && e["method"] == "notifications/cancelled")
+        .collect();
+    assert_eq!(frames.len(), 2, "{log:?}");
+    let (first, second) = (frames[0], frames[1]);
+    assert!(
+        first["preview"].as_str().unwrap().contains("{}"),
+        "the defective one came first: {first}"
+    );
+    assert!(
+        marks(first).iter().any(|(r, _, _)| r == "invalid_params"),
+        "the defective frame is marked: {first}"
+    );
+    assert_eq!(
+        marks(second),
+        Vec::new(),
+        "the well-formed one is not: {second}"
+    );
+    let diags: Vec<&Value> = log.iter().filter(|e| is_diag(e)).collect();
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(
+        diags[0]["marked"],
+        json!({ "seq": first["seq"] }),
+        "{}",
+        diags[0]
+    );
 }

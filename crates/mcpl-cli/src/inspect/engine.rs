@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime};
 
 use mcpl::capability::Requirement;
-use mcpl::host::{HostConfig, HostDiagnostic, HostSession, RequestHandler};
+use mcpl::host::{DiagnosticTap, HostConfig, HostDiagnostic, HostSession, RequestHandler};
 use mcpl::jsonrpc::{ErrorObject, InvalidMessage, Message, ParseError, RequestId, Response};
 use mcpl::peer::{FrameDirection, PeerConfig, Tap, TapEvent};
 use mcpl::protocol::push::timestamp_millis;
@@ -524,6 +524,7 @@ impl Engine {
             hook_timeout: s.timeout,
             manifest_timeout: s.timeout,
             request_handler: Some(self.request_handler(generation)),
+            diagnostic_tap: Some(self.diagnostic_tap(generation)),
             // A request waits for the user as long as PENDING_TIMEOUT says, not the
             // library's 120 s (which answered it -32603 while it was shown waiting).
             answer_timeout: Some(PENDING_TIMEOUT),
@@ -581,13 +582,10 @@ impl Engine {
                 Engine { inner }.on_event(generation, &label, ev);
             }
         });
-        let weak = Arc::downgrade(&self.inner);
-        tokio::spawn(async move {
-            while let Some(d) = diagnostics.recv().await {
-                let Some(inner) = weak.upgrade() else { break };
-                Engine { inner }.on_diagnostic(generation, &d);
-            }
-        });
+        // Every diagnostic is logged by the session's diagnostic tap, with the frame it was
+        // raised for ([`Engine::diagnostic_tap`]); the stream, which carries the same ones,
+        // is drained so it never fills.
+        tokio::spawn(async move { while diagnostics.recv().await.is_some() {} });
         let weak = Arc::downgrade(&self.inner);
         let peer = session.peer().clone();
         drop(session);
@@ -643,7 +641,8 @@ impl Engine {
         };
         let (info, seq) = {
             let mut log = self.log();
-            let info = log.record_frame(generation, dir, ev.at, ev.text);
+            let frame = (dir == Dir::Received).then_some(ev.frame);
+            let info = log.record_numbered(generation, dir, ev.at, ev.text, frame);
             (info, log.last_seq())
         };
         self.inner.log_tick.send_replace(seq);
@@ -735,9 +734,24 @@ impl Engine {
         }
     }
 
+    /// The session's diagnostic tap: each diagnostic as it is reported, with the number of
+    /// the received frame whose handling raised it ([`Engine::on_diagnostic`]).
+    fn diagnostic_tap(&self, generation: u64) -> DiagnosticTap {
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        DiagnosticTap::new(move |d: &HostDiagnostic, frame: Option<u64>| {
+            if let Some(inner) = weak.upgrade() {
+                Engine { inner }.on_diagnostic(generation, d, frame);
+            }
+        })
+    }
+
     /// One diagnostic of the session: logged with its rule and §, and the frame it is
-    /// about marked.
-    fn on_diagnostic(&self, generation: u64, d: &HostDiagnostic) {
+    /// about marked. `frame`, the peer's number of the received frame whose handling raised
+    /// it, picks that frame for a diagnostic that names only a method (a frame of the
+    /// method read later is not it, however soon it was read); without it (raised by no
+    /// frame, or the frame is no longer kept) the newest frame of the method not yet marked
+    /// for the rule is taken.
+    fn on_diagnostic(&self, generation: u64, d: &HostDiagnostic, frame: Option<u64>) {
         let (mark, about) = rules::diagnostic(d);
         let method = match &about {
             About::Method(m) => Some(m.clone()),
@@ -756,11 +770,17 @@ impl Engine {
             let of_method = |u: &Unit<'_>, m: &str| {
                 matches!(u.kind, Kind::Request | Kind::Notification) && u.method == Some(m)
             };
+            // The frame it was raised for, when the session said and the log keeps it.
+            let raised_for = |u: &Unit<'_>| frame.is_some() && u.frame == frame;
             let marked = match &about {
-                About::Method(m) => mark_latest(&mut log, &|u| of_method(u, m)),
+                About::Method(m) => mark_latest(&mut log, &|u| raised_for(u) && of_method(u, m))
+                    .or_else(|| mark_latest(&mut log, &|u| of_method(u, m))),
                 About::MethodNaming { method: m, value } => {
                     let named = Value::String(value.clone()).to_string();
-                    mark_latest(&mut log, &|u| of_method(u, m) && u.text.contains(&named))
+                    let naming = |u: &Unit<'_>| of_method(u, m) && u.text.contains(&named);
+                    mark_latest(&mut log, &|u| raised_for(u) && naming(u))
+                        .or_else(|| mark_latest(&mut log, &|u| raised_for(u) && of_method(u, m)))
+                        .or_else(|| mark_latest(&mut log, &naming))
                         .or_else(|| mark_latest(&mut log, &|u| of_method(u, m)))
                 }
                 About::Id(id) => mark_latest(&mut log, &|u| u.id == Some(id.as_str())),

@@ -130,6 +130,10 @@ pub struct Entry {
     /// For a diagnostic, the frame its mark was put on ([`Marked`]); `None` when it marked
     /// none (no frame is its subject, or the frame was not found or no longer kept).
     pub marked: Option<Marked>,
+    /// For a received frame, the number the library's peer gave it on its connection
+    /// ([`mcpl::peer::TapEvent::frame`]), which names it in a diagnostic
+    /// ([`mcpl::host::DiagnosticTap`]).
+    pub frame: Option<u64>,
 }
 
 /// Where a mark went: the frame's seq, and on a batch the index of the entry it names.
@@ -167,6 +171,8 @@ pub struct Unit<'a> {
     pub text: &'a str,
     /// Its index in the batch, for an entry of one.
     pub entry: Option<usize>,
+    /// The peer's number of its frame ([`Entry::frame`]).
+    pub frame: Option<u64>,
     /// The marks already on it.
     marks: &'a [Mark],
 }
@@ -241,6 +247,7 @@ impl Entry {
             id,
             text,
             entry,
+            frame: self.frame,
             marks: &self.marks,
         };
         let whole = self.parts.is_empty().then(|| {
@@ -530,12 +537,25 @@ impl Log {
     /// response the host sent marks the request it answers with the Appendix A rule; one
     /// inside a batch the host sent too, and a request inside a batch it received is marked
     /// as an entry of that batch.
+    #[cfg(test)]
     pub fn record_frame(
         &mut self,
         generation: u64,
         dir: Dir,
         at: SystemTime,
         text: &str,
+    ) -> FrameInfo {
+        self.record_numbered(generation, dir, at, text, None)
+    }
+
+    /// [`Log::record_frame`] of a frame the peer numbered `frame` ([`Entry::frame`]).
+    pub fn record_numbered(
+        &mut self,
+        generation: u64,
+        dir: Dir,
+        at: SystemTime,
+        text: &str,
+        frame: Option<u64>,
     ) -> FrameInfo {
         let trimmed = text.trim_start();
         let mut parts = Vec::new();
@@ -610,6 +630,7 @@ impl Log {
             marks: Vec::new(),
             parts,
             marked: None,
+            frame,
         });
         if let Some(e) = self.entries.back_mut() {
             for entry in strays {
@@ -686,6 +707,7 @@ impl Log {
             marks,
             parts: Vec::new(),
             marked,
+            frame: None,
         })
     }
 

@@ -83,6 +83,33 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, ErrorObject>>
 /// (§11, §12): called with the method name and raw params, after the grant allowed it.
 pub type RequestHandler = Arc<dyn Fn(&str, Value) -> HandlerFuture + Send + Sync>;
 
+/// A callback told every diagnostic of a [`HostSession`] as it is reported, before it is
+/// queued on [`HostStreams::diagnostics`] (which it does not replace: a full queue drops
+/// there, never here), with the number of the received frame ([`crate::peer::TapEvent::frame`])
+/// whose handling raised it: `None` when no received frame did (a timer, a call of the
+/// application, a handler's answer, a defect of the connection the peer reports). The
+/// session handles received frames one at a time in wire order, so a diagnostic about a
+/// frame names that frame, not a later one of the same method the reader already took. It
+/// runs on the session's own task, so it must be quick and must not wait on the session.
+#[derive(Clone)]
+pub struct DiagnosticTap(pub(super) Arc<DiagnosticFn>);
+
+/// What a [`DiagnosticTap`] calls: the diagnostic and the received frame it was raised for.
+pub type DiagnosticFn = dyn Fn(&HostDiagnostic, Option<u64>) + Send + Sync;
+
+impl DiagnosticTap {
+    /// Wraps a callback.
+    pub fn new(f: impl Fn(&HostDiagnostic, Option<u64>) + Send + Sync + 'static) -> Self {
+        DiagnosticTap(Arc::new(f))
+    }
+}
+
+impl std::fmt::Debug for DiagnosticTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DiagnosticTap(..)")
+    }
+}
+
 /// Configuration of one host connection.
 #[derive(Clone)]
 pub struct HostConfig {
@@ -169,6 +196,9 @@ pub struct HostConfig {
     /// answers every `inference/request`: one without `stream: true` gets its final result
     /// and none of its chunks (its [`ChunkSink`] refuses them, [`HostError::NotStreamed`]).
     pub stream_handler: Option<StreamHandler>,
+    /// Told every diagnostic with the received frame it was raised for ([`DiagnosticTap`]);
+    /// none by default.
+    pub diagnostic_tap: Option<DiagnosticTap>,
     /// Most descriptors one `channels/register` or `channels/changed` may carry (all lists
     /// counted together); a larger message is refused whole with `-32602` and
     /// `data: { limit, count }` (1,024 by default). At least 1: 0 would refuse every one
@@ -246,6 +276,7 @@ impl Default for HostConfig {
             request_handler: None,
             answer_timeout: r.answer_timeout,
             stream_handler: None,
+            diagnostic_tap: None,
             max_channels_per_message: r.channels.max_per_message,
             max_incoming_per_batch: r.channels.max_incoming_per_batch,
             max_injections_per_hook: r.max_injections_per_hook,

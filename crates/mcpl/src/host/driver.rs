@@ -162,6 +162,10 @@ pub(super) struct Driver {
     /// The number is the state machine's ([`HostState::polled_handout`]), so a late
     /// answer is judged by hand-out ([`HostState::late_answer_of`]).
     pub(super) tasks: HashMap<RequestId, (u64, tokio::task::AbortHandle)>,
+    /// The number of the received frame whose message or response is being handled
+    /// ([`Incoming::frame`]), told with each diagnostic to the application's
+    /// [`DiagnosticTap`]; `None` while any other input is.
+    pub(super) frame: Option<u64>,
 }
 
 pub(super) fn closed_error(peer: &Peer) -> HostError {
@@ -291,6 +295,11 @@ impl Driver {
         self.state.set_event_bytes(self.events.weight(), limit);
         let now = clock_now();
         let mut counted = false;
+        // What is raised from here to the end of this input was raised for this frame.
+        self.frame = match input {
+            Input::Wire(_) => Some(self.incoming.frame()).filter(|n| *n > 0),
+            _ => None,
+        };
         match input {
             Input::Wire(Ordered::Response(r)) => self.on_response(w, now, r),
             Input::Wire(Ordered::Message(IncomingMessage::Notification(n))) => {
@@ -313,6 +322,7 @@ impl Driver {
         }
         let channels = self.state.channels().changes() != before;
         self.carry_out(w, channels);
+        self.frame = None;
         // Before the call's count is released (`HostSession::behind_driver` reads them so).
         self.frames_moved();
         if counted {
@@ -906,7 +916,9 @@ impl Driver {
     }
 
     fn diag(&self, d: HostDiagnostic) {
-        report_diag(&self.shared.label, &self.diags, &self.shared.diags_lost, d);
+        let tap = self.shared.config.diagnostic_tap.as_ref();
+        let (label, lost) = (&self.shared.label, &self.shared.diags_lost);
+        report_diag(label, &self.diags, lost, tap.map(|t| (t, self.frame)), d);
     }
 
     /// The connection ended: `connect` still waiting fails; the state machine is told

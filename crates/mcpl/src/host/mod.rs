@@ -251,6 +251,7 @@ struct Settings {
     request_timeout: Option<Duration>,
     request_handler: Option<RequestHandler>,
     stream_handler: Option<StreamHandler>,
+    diagnostic_tap: Option<DiagnosticTap>,
 }
 
 impl Settings {
@@ -264,6 +265,7 @@ impl Settings {
             request_timeout: config.peer.request_timeout,
             request_handler: config.request_handler,
             stream_handler: config.stream_handler,
+            diagnostic_tap: config.diagnostic_tap,
         }
     }
 }
@@ -371,16 +373,21 @@ impl std::fmt::Debug for HostSession {
 /// queues it for the application.
 /// The queue's capacity is the application's bound: one that finds it full is counted in
 /// `lost`, and the count goes ahead of the next one that finds room
-/// ([`HostDiagnostic::DiagnosticsDropped`]).
+/// ([`HostDiagnostic::DiagnosticsDropped`]). The application's [`DiagnosticTap`], if any,
+/// is told it first, with the received frame it was raised for (`tap`).
 fn report_diag(
     label: &std::sync::OnceLock<String>,
     diags: &queue::Sender<HostDiagnostic>,
     lost: &Mutex<Lost>,
+    tap: Option<(&DiagnosticTap, Option<u64>)>,
     d: HostDiagnostic,
 ) {
     // What the server chose is kept only in part (`session::DIAGNOSTIC_TEXT_BYTES`): each
     // diagnostic held, and logged, is bounded.
     let d = d.clipped();
+    if let Some((tap, frame)) = tap {
+        (tap.0)(&d, frame);
+    }
     // Held across both sends (neither waits): the queue's order is the order taken here.
     let mut lost = lost.lock().unwrap_or_else(|e| e.into_inner());
     let logged = lost.log(label, &d);
@@ -549,9 +556,11 @@ impl HostSession {
         let label = shared.label.clone();
         let lost = shared.diags_lost.clone();
         let diags = dtx.downgrade();
+        let tap = shared.config.diagnostic_tap.clone();
         peer.forward_diagnostics(move |d| {
             if let Some(diags) = diags.upgrade() {
-                report_diag(&label, &diags, &lost, HostDiagnostic::Connection(d));
+                let d = HostDiagnostic::Connection(d);
+                report_diag(&label, &diags, &lost, tap.as_ref().map(|t| (t, None)), d);
             }
         });
 
@@ -572,6 +581,7 @@ impl HostSession {
             diags: dtx,
             connected: Some(up_tx),
             tasks: std::collections::HashMap::new(),
+            frame: None,
         });
         let session = HostSession {
             inner: Arc::new(Inner {
@@ -887,7 +897,7 @@ mod tests {
         let lost: Mutex<Lost> = Mutex::default();
         let label = std::sync::OnceLock::new();
         for i in 0..5 {
-            report_diag(&label, &tx, &lost, panicked(i));
+            report_diag(&label, &tx, &lost, None, panicked(i));
         }
         // The queue is full (2) and 3 were dropped: the driver ends, the count waits in a
         // task for room, and the driver's sender is gone.
@@ -895,7 +905,7 @@ mod tests {
         drop(tx);
         // The forwarder, as `connect_peer` sets it up, reporting late.
         if let Some(diags) = weak.upgrade() {
-            report_diag(&label, &diags, &lost, panicked(99));
+            report_diag(&label, &diags, &lost, None, panicked(99));
         }
         let mut got = Vec::new();
         while let Some(d) = tokio::time::timeout(Duration::from_secs(5), rx.recv())
@@ -959,13 +969,13 @@ mod tests {
         let lost: Mutex<Lost> = Mutex::default();
         let label = std::sync::OnceLock::new();
         for i in 0..2 {
-            report_diag(&label, &tx, &lost, panicked(i));
+            report_diag(&label, &tx, &lost, None, panicked(i));
         }
         // One line for the kind; the second was throttled, and streamed.
         assert_eq!(lines.0.load(std::sync::atomic::Ordering::SeqCst), 1);
         lost.lock().unwrap().ended = true;
         // The stream is full and the kind's line throttled: it must still be logged.
-        report_diag(&label, &tx, &lost, panicked(99));
+        report_diag(&label, &tx, &lost, None, panicked(99));
         assert_eq!(lines.0.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
@@ -976,7 +986,7 @@ mod tests {
         let lost: Mutex<Lost> = Mutex::default();
         let label = std::sync::OnceLock::new();
         deliver_lost(&tx, &lost);
-        report_diag(&label, &tx, &lost, panicked(7));
+        report_diag(&label, &tx, &lost, None, panicked(7));
         drop(tx);
         assert!(matches!(
             rx.recv().await,

@@ -21,6 +21,11 @@ pub struct TapEvent<'a> {
     pub at: SystemTime,
     /// The frame text as on the wire (without the line terminator).
     pub text: &'a str,
+    /// For a received frame, its number on the connection: 1 for the first text frame the
+    /// reader took, +1 for each one after it, in wire order (a batch is one frame); the
+    /// frame a `host::HostSession` diagnostic was raised for is named by this number
+    /// (`host::DiagnosticTap`). 0 for a sent frame.
+    pub frame: u64,
 }
 
 /// A callback receiving every text frame in and out, e.g. to log a transcript. It runs where

@@ -273,6 +273,8 @@ impl Drop for IncomingRequest {
 pub struct Incoming {
     pub(super) rx: queue::Receiver<Item>,
     pub(super) shared: Arc<Shared>,
+    /// The number of the frame the last item taken came from ([`Incoming::frame`]).
+    pub(super) frame: u64,
 }
 
 /// What the incoming queue carries: the other side's messages, and the responses to
@@ -280,25 +282,48 @@ pub struct Incoming {
 /// something is queued ([`queue`]), so an idle connection pays no slots for it. Each carries
 /// the bytes of its frame (a batch entry its share), which [`INCOMING_QUEUE_BYTES`] bounds.
 pub(super) enum Item {
-    Message(IncomingMessage, usize),
-    Response(Response, usize),
+    Message(IncomingMessage, FrameOf),
+    Response(Response, FrameOf),
     /// An `inference/lifecycle` notification read into its type (only once
     /// [`Peer::read_lifecycle_typed`] asked for it).
-    Lifecycle(Box<LifecycleParams>, usize),
+    Lifecycle(Box<LifecycleParams>, FrameOf),
     /// A policy message refused before it was read (a Request's reply written; a
     /// Notification's only reported), in this form, told to an owner that answers the
     /// policy Request itself (`reader::refusing_policy`, §6.7).
     PolicyUnread(crate::policy::Form),
 }
 
+/// What an item holds of the frame it was read from.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct FrameOf {
+    /// Its frame's bytes (a batch entry's share).
+    pub(super) bytes: usize,
+    /// Its frame's number on the connection ([`super::TapEvent::frame`]).
+    pub(super) frame: u64,
+}
+
+impl FrameOf {
+    /// What a message the reader queues now holds of the frame it is taking: its weight
+    /// (`Shared::reading`) and number (`Shared::frames_read`), both written by the reader.
+    pub(super) fn now(shared: &Shared) -> FrameOf {
+        FrameOf {
+            bytes: shared.reading.load(Ordering::Relaxed),
+            frame: shared.frames_read.load(Ordering::Relaxed),
+        }
+    }
+}
+
 impl Item {
     /// What the item weighs in the incoming queue: its frame's bytes.
     pub(super) fn bytes(&self) -> usize {
+        self.taken().map_or(0, |t| t.bytes)
+    }
+
+    /// What it holds of its frame; none for a refusal told without a message.
+    fn taken(&self) -> Option<FrameOf> {
         match self {
-            Item::Message(_, bytes) | Item::Response(_, bytes) | Item::Lifecycle(_, bytes) => {
-                *bytes
-            }
-            Item::PolicyUnread(_) => 0,
+            Item::Message(_, t) | Item::Response(_, t) | Item::Lifecycle(_, t) => Some(*t),
+            Item::PolicyUnread(_) => None,
         }
     }
 }
@@ -377,6 +402,9 @@ impl Incoming {
     pub(crate) async fn recv_typed(&mut self) -> Option<Typed> {
         let item = self.rx.recv().await?;
         self.shared.inbox_taken();
+        if let Some(t) = item.taken() {
+            self.frame = t.frame;
+        }
         Some(match item {
             Item::Message(m, _) => Typed::Ordered(Ordered::Message(m)),
             Item::Response(r, _) => Typed::Ordered(Ordered::Response(r)),
@@ -405,6 +433,13 @@ impl Incoming {
                 drop(permit);
             });
         }
+    }
+
+    /// The number of the received frame ([`super::TapEvent::frame`]) the last message or
+    /// response taken from here was read from (an entry of a batch: the batch's); 0 before
+    /// any. A consumer that handles what it takes in turn reads here which frame it handles.
+    pub fn frame(&self) -> u64 {
+        self.frame
     }
 
     /// Waits until the connection has ended and returns why.

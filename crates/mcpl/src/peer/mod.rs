@@ -407,6 +407,7 @@ impl Peer {
             owed: AtomicUsize::new(0),
             owed_bytes: AtomicUsize::new(0),
             reading: AtomicUsize::new(0),
+            frames_read: AtomicU64::new(0),
             owed_settled: Notify::new(),
             read_eof: std::sync::atomic::AtomicBool::new(false),
             in_order: Mutex::new(HashSet::new()),
@@ -428,7 +429,12 @@ impl Peer {
                 shared: shared.clone(),
             }),
         };
-        (peer, Incoming { rx: in_rx, shared })
+        let incoming = Incoming {
+            rx: in_rx,
+            shared,
+            frame: 0,
+        };
+        (peer, incoming)
     }
 
     /// Two connected peers over an in-memory pipe (real framing), for tests.

@@ -207,9 +207,10 @@ pub(super) enum Later {
     /// A large text to read on the blocking pool ([`read_off_worker`]).
     OffWorker(String),
     /// An item (counted in the inbox already) the full incoming queue has no room for, and
-    /// the batch's items after it.
+    /// the batch's items after it (the item boxed: the rare path, kept out of the size of
+    /// every [`Taken`]).
     Room {
-        item: Item,
+        item: Box<Item>,
         rest: std::vec::IntoIter<Parsed>,
     },
     /// The same, for one of several messages on a line ([`take_pieces`]), and the
@@ -238,7 +239,7 @@ impl Later {
     ) -> bool {
         loop {
             let (mut item, mut rest, pieces) = match self {
-                Later::Room { item, rest } => (item, rest, None),
+                Later::Room { item, rest } => (*item, rest, None),
                 Later::Pieces(p) => {
                     let Pieces {
                         item,
@@ -335,7 +336,10 @@ pub(super) fn deliver_refused(
     let mut failed = failed.into_iter();
     match deliver_all(shared, &mut failed, inbound, replies) {
         None => Taken::Done(true),
-        Some(item) => Taken::Later(Later::Room { item, rest: failed }),
+        Some(item) => Taken::Later(Later::Room {
+            item: Box::new(item),
+            rest: failed,
+        }),
     }
 }
 
@@ -394,6 +398,7 @@ fn take_frame(
             return deliver_refused(shared, failed, inbound, replies);
         }
     };
+    shared.frames_read.fetch_add(1, Ordering::Relaxed);
     shared.tap(FrameDirection::Inbound, &text);
     let (trimmed, json_lead) = message_read(&text);
     // Blank: JSON whitespace and a byte order mark only (RFC 8259 §2); other whitespace
@@ -452,6 +457,7 @@ fn take_frame(
         Ok(ok) => Taken::Done(ok),
         Err(full) => {
             let (item, rest) = *full;
+            let item = Box::new(item);
             Taken::Later(Later::Room { item, rest })
         }
     }
@@ -741,9 +747,11 @@ fn deliver_now(
         }
         Some(Parsed::PolicyUnread(form)) => Item::PolicyUnread(form),
         // Weighed by the frame being taken (`Shared::reading`: a batch entry's share).
-        Some(Parsed::Deliver(msg)) => Item::Message(msg, shared.reading.load(Ordering::Relaxed)),
-        Some(Parsed::Lifecycle(p)) => Item::Lifecycle(p, shared.reading.load(Ordering::Relaxed)),
-        Some(Parsed::Settled(r)) => Item::Response(r, shared.reading.load(Ordering::Relaxed)),
+        // With the number of that frame (`Shared::frames_read`), which the consumer reads
+        // back as the frame it handles (`Incoming::frame`).
+        Some(Parsed::Deliver(msg)) => Item::Message(msg, FrameOf::now(shared)),
+        Some(Parsed::Lifecycle(p)) => Item::Lifecycle(p, FrameOf::now(shared)),
+        Some(Parsed::Settled(r)) => Item::Response(r, FrameOf::now(shared)),
     };
     if inbound.is_closed() {
         undeliverable(shared, item);

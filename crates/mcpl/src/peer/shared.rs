@@ -137,6 +137,8 @@ pub(super) struct Shared {
     /// The length of the frame the reader is taking: each request read from it weighs that
     /// much. Written and read by the reader alone.
     pub(super) reading: AtomicUsize,
+    /// Text frames the reader took ([`TapEvent::frame`] of the newest). Reader only.
+    pub(super) frames_read: AtomicU64,
     /// Signalled when `owed` drops to zero after EOF (the only time anyone waits for it).
     pub(super) owed_settled: Notify,
     /// Set once the other side ended its stream: no response can arrive any more.
@@ -689,10 +691,13 @@ impl Shared {
             // ([`Self::in_own_tap`]); a tap sending on another connection is that one's.
             let before = TAPPING.replace(self.key());
             let _restore = RestoreTapping(before);
+            let inbound = matches!(direction, FrameDirection::Inbound);
+            let frame = u64::from(inbound) * self.frames_read.load(Ordering::Relaxed);
             (tap.0)(TapEvent {
                 direction,
                 at: SystemTime::now(),
                 text,
+                frame,
             });
         }
     }

@@ -22,6 +22,8 @@ fn tap(engine: &Engine, generation: u64, direction: FrameDirection, text: &str) 
             direction,
             at: std::time::SystemTime::now(),
             text,
+            // Unnumbered: a diagnostic here names no frame (the newest of its kind is taken).
+            frame: 0,
         },
     );
 }
@@ -204,6 +206,7 @@ fn a_diagnostic_marks_the_frame_it_is_about_under_interleaving() {
             id: Some(id.clone()),
             error: None,
         }),
+        None,
     );
     // The server's request 7 found no handler.
     engine.on_diagnostic(
@@ -212,6 +215,7 @@ fn a_diagnostic_marks_the_frame_it_is_about_under_interleaving() {
             method: "model/info".into(),
             id: "7".into(),
         },
+        None,
     );
     assert!(marks(&engine, 1).is_empty(), "{:?}", marks(&engine, 1));
     assert_eq!(marks(&engine, 2), ["stray_response", "unknown_response"]);
@@ -304,6 +308,7 @@ fn a_diagnostic_of_a_method_marks_the_frame_it_identifies() {
         &HostDiagnostic::DuplicateEvent {
             event_id: "e1".into(),
         },
+        None,
     );
     assert_eq!(marks(&engine, 2), ["duplicate_event"]);
     assert!(marks(&engine, 3).is_empty(), "{:?}", marks(&engine, 3));
@@ -314,8 +319,8 @@ fn a_diagnostic_of_a_method_marks_the_frame_it_identifies() {
     };
     tap(&engine, 0, FrameDirection::Inbound, &push("e4"));
     tap(&engine, 0, FrameDirection::Inbound, &push("e5"));
-    engine.on_diagnostic(0, &denied);
-    engine.on_diagnostic(0, &denied);
+    engine.on_diagnostic(0, &denied, None);
+    engine.on_diagnostic(0, &denied, None);
     // 4 is the first diagnostic's own entry.
     assert_eq!(marks(&engine, 5), ["capability_denied"]);
     assert_eq!(marks(&engine, 6), ["capability_denied"]);
