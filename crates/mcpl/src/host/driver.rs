@@ -744,6 +744,13 @@ impl Driver {
             HostOutput::Transmit(t @ Transmission::Result { .. }) => {
                 self.transmit(w, t.to_message())
             }
+            // Written only by `HostState::handle_frame`, which this driver never calls (its
+            // peer reads the frames): each answer through its request's guard all the same.
+            HostOutput::Transmit(Transmission::Batch(answers)) => {
+                for r in answers {
+                    self.transmit(w, Message::Response(r));
+                }
+            }
             HostOutput::Event(e) => {
                 if let HostEvent::ManifestChange(r) = &e {
                     w.receipt = Some(r.clone());

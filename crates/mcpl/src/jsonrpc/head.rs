@@ -418,6 +418,34 @@ pub fn refusal_of(kept: &[u8], whole_text: bool) -> Refusal {
 pub(crate) const POLICY: &str =
     <crate::protocol::feature_sets::FeatureSetsUpdate as crate::protocol::Method>::NAME;
 
+/// `error`, refusing a policy Request (§6.7) unread for a bound, made to tell the host
+/// the policy was not applied: its message says so, and its data (which names the bound,
+/// `limit` and `reason`) names the method and `applied: false`, so a host does not wait
+/// for a receipt, nor take the grant it asked for as in force. `owner`: the connection's
+/// owner answers the policy Request itself (`server::Server`), and holds nothing until it
+/// reads the next one (`ServerState::handle_policy_unread`).
+pub(crate) fn policy_not_applied(
+    mut error: crate::jsonrpc::ErrorObject,
+    owner: bool,
+) -> crate::jsonrpc::ErrorObject {
+    let consequence = match owner {
+        true => {
+            "; the policy (featureSets/update) was not applied: nothing is granted until \
+                 the next policy Request the server reads (§6.7)"
+        }
+        false => "; the policy (featureSets/update) was not applied",
+    };
+    error.message = format!("{}{consequence}", error.message).into();
+    let mut data = match error.data.take() {
+        Some(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    data.insert("method".into(), serde_json::Value::from(POLICY));
+    data.insert("applied".into(), serde_json::Value::Bool(false));
+    error.data = Some(serde_json::Value::Object(data));
+    error
+}
+
 /// Whether `written`, a JSON string as written (its quotes and any escapes: an envelope's
 /// `method` value), is the policy's method (§6.7) as a parser reads it: `"featureSets\/update"`
 /// and `"featureSets\u002fupdate"` are, as a message taken with either is the policy.

@@ -241,30 +241,7 @@ pub(super) fn refuse(
 /// The policy Request's method (§6.7), as every refusal reads it.
 use crate::jsonrpc::head::POLICY;
 
-/// `error`, refusing a policy Request (§6.7) unread for a bound, made to tell the host
-/// the policy was not applied: its message says so, and its data (which names the bound,
-/// `limit` and `reason`) names the method and `applied: false`, so a host does not wait
-/// for a receipt, nor take the grant it asked for as in force. `owner`: the connection's
-/// owner answers the policy Request itself (`server::Server`), and holds nothing until it
-/// reads the next one (`ServerState::handle_policy_unread`).
-pub(super) fn policy_not_applied(mut error: ErrorObject, owner: bool) -> ErrorObject {
-    let consequence = match owner {
-        true => {
-            "; the policy (featureSets/update) was not applied: nothing is granted until \
-                 the next policy Request the server reads (§6.7)"
-        }
-        false => "; the policy (featureSets/update) was not applied",
-    };
-    error.message = format!("{}{consequence}", error.message).into();
-    let mut data = match error.data.take() {
-        Some(Value::Object(map)) => map,
-        _ => serde_json::Map::new(),
-    };
-    data.insert("method".into(), Value::from(POLICY));
-    data.insert("applied".into(), Value::Bool(false));
-    error.data = Some(Value::Object(data));
-    error
-}
+pub(super) use crate::jsonrpc::head::policy_not_applied;
 
 /// An invalid message answered `-32600` under its id (JSON-RPC 2.0 §5), reported as
 /// answered: the reply to write. `policy`: it is the policy message, in that form, on a

@@ -434,6 +434,15 @@ impl Driver {
                 ServerOutput::Transmit(Transmission::Result { id, result }) => {
                     self.respond(id, Answer::Encoded(result))
                 }
+                // Written only by `ServerState::handle_frame`, which this driver never calls
+                // (its peer reads the frames): each answer through its request all the same.
+                ServerOutput::Transmit(Transmission::Batch(answers)) => {
+                    for r in answers {
+                        if let Some(id) = r.id {
+                            self.respond(id, Answer::Value(r.outcome));
+                        }
+                    }
+                }
                 ServerOutput::Transmit(Transmission::Message(Message::Request(r))) => {
                     self.send_request(r)
                 }

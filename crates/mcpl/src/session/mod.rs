@@ -91,6 +91,7 @@
 
 mod admission;
 pub mod channels;
+pub(crate) mod frames;
 mod host;
 pub mod outbound;
 mod pending;

@@ -40,6 +40,7 @@ use crate::protocol::Method;
 mod answers;
 /// The channels a host method may name (§14.3, §14.6).
 mod channel_gate;
+mod frames;
 mod policy_answer;
 mod rollback;
 pub use policy_answer::{answer_policy_request, PolicyAnswer};

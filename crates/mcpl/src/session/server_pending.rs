@@ -43,6 +43,17 @@ impl OwnRequests {
         id
     }
 
+    /// Whether request `id` waits for its answer.
+    pub(crate) fn waits(&self, id: u64) -> bool {
+        self.waiting.contains(id)
+    }
+
+    /// Whether `id` is one this side numbered a request with, since answered or not
+    /// ([`crate::jsonrpc::head::numbered_by_us`]).
+    pub(crate) fn numbered(&self, id: &crate::jsonrpc::RequestId) -> bool {
+        crate::jsonrpc::head::numbered_by_us(id, self.next_id.saturating_add(1))
+    }
+
     /// Request `id` was answered: whether it was waiting (it no longer is).
     pub(crate) fn answered(&mut self, id: u64) -> bool {
         self.waiting.remove(id).is_some()

@@ -278,6 +278,22 @@ pub enum ServerDiagnostic {
         /// Its id, if it had one.
         id: Option<RequestId>,
     },
+    /// `unreadable`: a frame's text, or part of it, that [`ServerState::handle_frame`]
+    /// could not take as a message (junk, an invalid entry of a batch, an empty batch or one
+    /// past the bound, several messages on one line), as the async peer reports it
+    /// (`connection`). A defect of the host.
+    ///
+    /// [`ServerState::handle_frame`]: super::ServerState::handle_frame
+    Unreadable {
+        /// The id it showed, as JSON text, if one could be read.
+        id: Option<String>,
+        /// What was wrong.
+        detail: String,
+        /// Whether an error was written for it (a request is answered under its id, or
+        /// `null`; a response is never answered, and fails the request of the server's own
+        /// it names).
+        answered: bool,
+    },
     /// A defect of the host's `inference/lifecycle` stream (§10.5; the `lifecycle_*` codes).
     Lifecycle(LifecycleDiagnostic),
     /// `lifecycle_missing_members`: a `started` signal that leaves out members §10.5's table
@@ -391,6 +407,10 @@ impl ServerDiagnostic {
             | D::NotificationDropped { method, .. }
             | D::NotificationDroppedBytes { method, .. } => clip_text(method),
             D::PolicyMalformed { error, .. } => clip_text(error),
+            D::Unreadable { id, detail, .. } => {
+                id.iter_mut().for_each(clip_text);
+                clip_text(detail);
+            }
             D::OpenedChannelDropped { channel_id, .. } | D::OpenAnswerRefused { channel_id, .. } => {
                 clip_text(channel_id)
             }
@@ -471,6 +491,7 @@ impl ServerDiagnostic {
             }
             D::InferenceResultMalformed { .. } => "inference_result_malformed",
             D::UnexpectedResponse { .. } => "unexpected_response",
+            D::Unreadable { .. } => "unreadable",
             D::Lifecycle(d) => d.code(),
             D::LifecycleMissingMembers { .. } => "lifecycle_missing_members",
             #[cfg(feature = "runtime")]
@@ -750,6 +771,20 @@ impl std::fmt::Display for Detail<'_> {
             }
             D::UnexpectedResponse { id: None } => {
                 f.write_str("an error response without an id, to no request in flight")
+            }
+            D::Unreadable {
+                id,
+                detail,
+                answered,
+            } => {
+                let id = id
+                    .as_deref()
+                    .map_or(String::new(), |id| format!(" (id {id})"));
+                let then = match answered {
+                    true => "answered with an error",
+                    false => "not answered",
+                };
+                write!(f, "a frame the server could not read{id}: {detail}; {then}")
             }
             D::Lifecycle(d) => write!(f, "{d}"),
             D::LifecycleMissingMembers {

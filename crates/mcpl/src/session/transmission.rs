@@ -26,6 +26,12 @@ pub enum Transmission {
         /// Its result.
         result: Encoded,
     },
+    /// The answers to one batch the machine read (JSON-RPC 2.0 §6), written as one array,
+    /// as the async peer writes them: only `handle_frame` writes it
+    /// ([`HostState::handle_frame`](super::HostState::handle_frame),
+    /// [`ServerState::handle_frame`](super::ServerState::handle_frame)), with at least two
+    /// answers, when every answer the batch is owed was produced while it was read.
+    Batch(Vec<Response>),
 }
 
 impl Transmission {
@@ -35,11 +41,35 @@ impl Transmission {
             Transmission::Message(m) => m.to_json(),
             Transmission::Notification { method, params } => params.notification(method),
             Transmission::Result { id, result } => result.response(id),
+            Transmission::Batch(answers) => {
+                let mut text = String::from("[");
+                for (i, r) in answers.iter().enumerate() {
+                    if i > 0 {
+                        text.push(',');
+                    }
+                    text.push_str(&Message::Response(r.clone()).to_json());
+                }
+                text.push(']');
+                text
+            }
+        }
+    }
+
+    /// Every message the frame holds, in order: one, or each answer of a
+    /// [`Transmission::Batch`].
+    pub fn to_messages(&self) -> Vec<Message> {
+        match self {
+            Transmission::Batch(answers) => {
+                answers.iter().cloned().map(Message::Response).collect()
+            }
+            _ => vec![self.to_message()],
         }
     }
 
     /// The frame as a [`Message`] (an encoded one read back through its text), for a caller
-    /// that inspects what goes out rather than writing it.
+    /// that inspects what goes out rather than writing it. A [`Transmission::Batch`] holds
+    /// several: it reads back as its first answer (each is in [`Self::to_messages`]); an
+    /// empty one, which no machine writes, as a `-32603` under `null`.
     pub fn to_message(&self) -> Message {
         match self {
             Transmission::Message(m) => m.clone(),
@@ -53,6 +83,14 @@ impl Transmission {
                     .to_value()
                     .map_err(|e| crate::jsonrpc::ErrorObject::internal(e.to_string())),
             }),
+            Transmission::Batch(answers) => {
+                Message::Response(answers.first().cloned().unwrap_or(Response {
+                    id: None,
+                    outcome: Err(crate::jsonrpc::ErrorObject::internal(
+                        "an empty batch of answers",
+                    )),
+                }))
+            }
         }
     }
 }

@@ -4,9 +4,9 @@
 //! message, which is answered as the peer answers it and reported, never `Err`.
 
 use super::*;
-use crate::jsonrpc::batch::{parse_batch, BoundedBatch, Top};
 use crate::jsonrpc::head::{Head, IdSeen};
-use crate::jsonrpc::{InvalidMessage, InvalidThen, ParseError};
+use crate::jsonrpc::{InvalidMessage, ParseError};
+use crate::session::frames::take_value;
 
 impl HostState {
     /// Handles every message `text` (one frame's text, as read) holds, in order, as the
@@ -36,88 +36,61 @@ impl HostState {
     /// - Anything else: answered as the peer answers it
     ///   ([`crate::jsonrpc::ParseError::owed_answers`]).
     ///
-    /// Reading (JSON-RPC 2.0 §6 asks a Server to answer a batch's requests in one array
-    /// once all are processed, a SHOULD): each answer goes out as its own frame, in the
-    /// order the machine gives it, since a request handed to the application is answered
-    /// only when the application answers it; every answer carries its request's id, so the
-    /// server matches each all the same. The async host answers a batch in one array.
+    /// The answers to a batch (JSON-RPC 2.0 §6 asks them in one array once all are
+    /// processed, a SHOULD): when every answer it is owed is written while it is read
+    /// (refusals, and requests the machine answers itself, such as `ping`), they go out as
+    /// one array frame ([`Transmission::Batch`]; one answer alone as its own frame), as the
+    /// async host writes them. When a request of the batch is handed to the application
+    /// ([`HostOutput::Request`]), each answer goes out as its own frame, in the order the
+    /// machine gives it (the application's when it answers): holding the others until it
+    /// answers would hold them up to [`HostRules::answer_timeout`], and every answer carries
+    /// its request's id, so the server matches each all the same. The side-independent
+    /// reading is `session::frames`, which [`ServerState::handle_frame`](crate::session::ServerState::handle_frame) shares.
     ///
     /// [`Self::handle_text`] is kept for drivers that split frames themselves.
     pub fn handle_frame(&mut self, now: Instant, text: &str, max_batch_entries: usize) {
-        if self.phase == Phase::Closed {
-            return;
-        }
-        let (message, json_lead) = crate::jsonrpc::message_read(text);
-        // A batch is read bounded here, never built whole first (`Message::parse` would,
-        // a batch followed by more text included).
-        let e = if json_lead && message.starts_with('[') {
-            match parse_batch(message, max_batch_entries) {
-                Ok(top) => return self.take_batch(now, message, top, max_batch_entries),
-                Err(e) => ParseError::Json(e.to_string()),
-            }
-        } else {
-            match self.handle_text(now, text) {
-                Ok(()) => return,
-                // An answer of ours under its id written as a whole float (`7.0`): the
-                // peer's reading (`peer::ids::integral_id`).
-                Err(ParseError::Invalid(invalid)) => match self.whole_float_answer(message) {
-                    Some((value, integral)) => {
-                        self.diag(integral);
-                        return self.take_answer_value(now, message, value);
-                    }
-                    None => ParseError::Invalid(invalid),
-                },
-                Err(e) => e,
-            }
-        };
-        if let ParseError::Json(detail) = &e {
-            let several = (json_lead && crate::jsonrpc::trailing_detail(detail))
-                .then(|| crate::jsonrpc::several_values(message, max_batch_entries))
-                .flatten();
-            if let Some(several) = several {
-                return self.take_several(now, message, several, max_batch_entries);
-            }
-        }
-        self.take_refused(now, text, message, e, max_batch_entries);
+        crate::session::frames::take_frame(self, now, text, max_batch_entries);
+    }
+}
+
+impl crate::session::frames::FrameSide for HostState {
+    fn frame_closed(&self) -> bool {
+        self.phase == Phase::Closed
     }
 
-    /// A batch read bounded ([`parse_batch`]).
-    fn take_batch(&mut self, now: Instant, message: &str, top: Top, max: usize) {
-        let entries = match top {
-            Top::Single(_) => return,
-            Top::Batch(BoundedBatch::Over { count }) => {
-                let detail =
-                    format!("a batch of {count} entries, over the limit of {max}, refused unread");
-                let owed = !crate::jsonrpc::envelope::batch::responses_only(message.as_bytes());
-                self.unreadable(None, detail.clone(), owed);
-                if owed {
-                    let error = ErrorObject::invalid_request_because(format_args!(
-                        "batch of {count} entries exceeds the limit of {max}"
-                    ))
-                    .with_data(json!({ "limit": max, "count": count }));
-                    self.answer_refused(None, error);
+    fn take_single(&mut self, now: Instant, text: &str, message: &str) -> Result<(), ParseError> {
+        match self.handle_text(now, text) {
+            // An answer of ours under its id written as a whole float (`7.0`): the peer's
+            // reading (`peer::ids::integral_id`).
+            Err(ParseError::Invalid(invalid)) => match self.whole_float_answer(message) {
+                Some((value, integral)) => {
+                    self.diag(integral);
+                    self.take_answer_value(now, message, value);
+                    Ok(())
                 }
-                return self.fail_ours_in_batch(now, message, &detail);
-            }
-            Top::Batch(BoundedBatch::Within(entries)) => entries,
-        };
-        if entries.is_empty() {
-            self.unreadable(None, "an empty batch".into(), true);
-            return self.answer_refused(None, ErrorObject::invalid_request_because("empty batch"));
+                None => Err(ParseError::Invalid(invalid)),
+            },
+            other => other,
         }
-        // What a `Value` does not show: a request's member named twice, and any member
-        // named twice in an answer deciding authority (`jsonrpc::doubled`, the peer's
-        // reading), by entry index.
+    }
+
+    fn prepare_entries(
+        &mut self,
+        message: &str,
+        entries: &mut [Value],
+    ) -> Vec<(usize, crate::jsonrpc::doubled::Doubled)> {
         // An answer of ours under its id written as a whole float (`7.0`) answers it, as the
         // peer reads it (`peer::ids::integral_id`).
-        let mut entries = entries;
-        for entry in &mut entries {
+        for entry in entries.iter_mut() {
             if !crate::jsonrpc::Shape::of(entry).request_like() {
                 if let Some(integral) = self.whole_float_id(entry) {
                     self.diag(integral);
                 }
             }
         }
+        // What a `Value` does not show: a request's member named twice, and any member
+        // named twice in an answer deciding authority (`jsonrpc::doubled`, the peer's
+        // reading), by entry index.
         let answers: Vec<usize> = entries
             .iter()
             .enumerate()
@@ -128,100 +101,27 @@ impl HostState {
             })
             .map(|(i, _)| i)
             .collect();
-        let doubled = crate::jsonrpc::doubled::doubled_in_batch(message, &entries, &answers);
-        let mut doubled = doubled.into_iter().peekable();
-        for (i, entry) in entries.into_iter().enumerate() {
-            if self.phase == Phase::Closed {
-                return;
-            }
-            let twice = doubled.next_if(|(at, _)| *at == i).map(|(_, d)| d);
-            self.take_value(now, entry, twice);
-        }
+        crate::jsonrpc::doubled::doubled_in_batch(message, entries, &answers)
     }
 
-    /// One entry of a batch, by the one rule for a value (the peer's `reader::classify`).
-    fn take_value(
-        &mut self,
-        now: Instant,
-        value: Value,
-        doubled: Option<crate::jsonrpc::doubled::Doubled>,
-    ) {
-        let shape = crate::jsonrpc::Shape::of(&value);
-        let invalid = match crate::jsonrpc::doubled::from_value_read(value, doubled) {
-            Ok(msg) => return self.handle_message(now, msg),
-            Err(invalid) => invalid,
-        };
-        match shape.then(&invalid) {
-            InvalidThen::AnswerUnlessOurs(id) if self.answers_ours(&id) => {
-                self.fail_invalid(now, invalid)
-            }
-            InvalidThen::Answer(_) | InvalidThen::AnswerUnlessOurs(_) => {
-                let InvalidMessage { id, reason } = invalid;
-                let error = ErrorObject::invalid_request_because(&reason);
-                self.unreadable(id.as_ref(), reason, true);
-                self.answer_refused(id, error);
-            }
-            InvalidThen::Fail(_) => self.fail_invalid(now, invalid),
-        }
+    fn batch_refused(&mut self, now: Instant, message: &str, why: &str) {
+        self.fail_ours_in_batch(now, message, why);
     }
 
-    /// A response gone wrong: reported, never answered (answering a response could loop),
-    /// the request of ours its id names failed now.
-    fn fail_invalid(&mut self, now: Instant, invalid: InvalidMessage) {
-        let InvalidMessage { id, reason } = invalid;
-        self.unreadable(id.as_ref(), reason.clone(), false);
-        if let Some(key) = id.as_ref().and_then(|id| self.ours(id)) {
-            self.fail_ours(now, key, &reason);
-        }
-    }
-
-    /// Several messages on one line ([`crate::jsonrpc::several_values`]).
-    fn take_several(
-        &mut self,
-        now: Instant,
-        message: &str,
-        several: crate::jsonrpc::Several,
-        max: usize,
-    ) {
-        let count = several.values.len();
-        let past = match several.refused_from {
-            Some(_) => format!("; those past the first {} were refused unread", max.max(2)),
-            None => String::new(),
-        };
-        let detail =
-            format!("{count} messages on one line (one message per line){past}; each read alone");
-        self.unreadable(None, detail, false);
-        for range in several.values {
-            if let Some(piece) = message.get(range) {
-                // One complete value: a single message or a batch, never several again.
-                self.handle_frame(now, piece, max);
+    /// An answer of ours among them ends its request now (the peer's
+    /// `ours_past_the_bound`).
+    fn rest_refused(&mut self, now: Instant, rest: &str, why: &str) {
+        let mut heads = Vec::new();
+        crate::session::frames::each_rest_object(rest, |piece| {
+            if let Some(shown) = self.ours_shown_as(&Head::read_str(piece)) {
+                heads.push(shown);
             }
-        }
-        let Some(rest) = several.refused_from.and_then(|from| message.get(from..)) else {
-            return;
-        };
-        let limit = max.max(2);
-        let error = ErrorObject::invalid_request_because(format_args!(
-            "more than {limit} messages on one line (one message per line); those past the \
-             first {limit} were refused unread"
-        ))
-        .with_data(json!({ "limit": limit, "reason": "messages_per_line" }));
-        self.answer_refused(None, error);
-        // An answer of ours among them ends its request now (the peer's
-        // `ours_past_the_bound`), each object read by its envelope only.
-        let why = format!(
-            "the line holding it has more than {limit} messages; those past the first \
-             {limit} were refused unread"
-        );
-        let mut values =
-            serde_json::Deserializer::from_str(rest).into_iter::<serde::de::IgnoredAny>();
-        let mut at = 0;
-        while let Some(Ok(_)) = values.next() {
-            let end = values.byte_offset();
-            if let Some(piece) = rest.get(at..end) {
-                self.fail_ours_shown(now, &Head::read_str(piece), &why);
+        });
+        for (key, integral) in heads {
+            if let Some(integral) = integral {
+                self.diag(integral);
             }
-            at = end;
+            self.fail_ours(now, key, why);
         }
     }
 
@@ -249,14 +149,8 @@ impl HostState {
             (ours.is_none() && !late) || head.outcome
         });
         self.unreadable(id.as_ref(), detail.clone(), owed.is_some());
-        match owed {
-            Some(crate::jsonrpc::OwedAnswer::One(r)) => self.transmit(Message::Response(r)),
-            Some(crate::jsonrpc::OwedAnswer::Batch(rs)) => {
-                for r in rs {
-                    self.transmit(Message::Response(r));
-                }
-            }
-            None => {}
+        if let Some(owed) = owed {
+            self.write_frame(crate::session::frames::owed_frame(owed));
         }
         if let Some(key) = ours {
             self.fail_ours(now, key, &detail);
@@ -266,6 +160,75 @@ impl HostState {
         }
     }
 
+    fn take_message(&mut self, now: Instant, msg: Message) {
+        self.handle_message(now, msg);
+    }
+
+    fn answers_ours(&self, id: &RequestId) -> bool {
+        HostState::answers_ours(self, id)
+    }
+
+    /// A response gone wrong: reported, never answered (answering a response could loop),
+    /// the request of ours its id names failed now.
+    fn fail_invalid(&mut self, now: Instant, invalid: InvalidMessage) {
+        let InvalidMessage { id, reason } = invalid;
+        self.unreadable(id.as_ref(), reason.clone(), false);
+        if let Some(key) = id.as_ref().and_then(|id| self.ours(id)) {
+            self.fail_ours(now, key, &reason);
+        }
+    }
+
+    /// The host does not answer the policy message (§6.7 is the server's to answer).
+    fn policy_unread(&mut self, _form: crate::policy::Form) {}
+
+    fn answers_policy(&self) -> bool {
+        false
+    }
+
+    /// Reports what could not be taken as a message.
+    fn unreadable(&mut self, id: Option<&RequestId>, detail: String, answered: bool) {
+        let id = id.map(|id| id.to_value().to_string());
+        self.diag(HostDiagnostic::Unreadable {
+            id,
+            detail,
+            answered,
+        });
+    }
+
+    fn write_frame(&mut self, frame: Transmission) {
+        self.out.push_back(HostOutput::Transmit(frame));
+    }
+
+    fn output_mark(&self) -> usize {
+        self.out.len()
+    }
+
+    fn join_answers(
+        &mut self,
+        mark: usize,
+        refusals: Vec<Response>,
+        ids: &std::collections::HashSet<RequestId>,
+    ) {
+        let tail = self.out.split_off(mark.min(self.out.len()));
+        let joined = crate::session::frames::join(
+            tail,
+            refusals,
+            ids,
+            |o| match o {
+                HostOutput::Transmit(Transmission::Message(Message::Response(r))) => Some(r),
+                _ => None,
+            },
+            |o| match o {
+                HostOutput::Transmit(Transmission::Message(Message::Response(r))) => Some(r),
+                _ => None,
+            },
+            HostOutput::Transmit,
+        );
+        self.out.extend(joined);
+    }
+}
+
+impl HostState {
     /// Each request of ours the entries of a batch refused whole answer, failed now (the
     /// peer's `ours_in_batch`, by each entry's envelope as far as the batch reads).
     /// Only the ids of ours are kept (bounded by the requests waiting), never the entries.
@@ -284,13 +247,6 @@ impl HostState {
             if let Some(integral) = integral {
                 self.diag(integral);
             }
-            self.fail_ours(now, key, why);
-        }
-    }
-
-    /// Fails the request of ours `head` answers, if any.
-    fn fail_ours_shown(&mut self, now: Instant, head: &Head, why: &str) {
-        if let Some(key) = self.ours_shown_told(head) {
             self.fail_ours(now, key, why);
         }
     }
@@ -385,7 +341,9 @@ impl HostState {
             .then(|| crate::jsonrpc::repeated::first_repeated(message))
             .flatten()
             .map(crate::jsonrpc::doubled::Doubled::Within);
-        self.take_value(now, value, doubled);
+        if let Some(refusal) = take_value(self, now, value, doubled) {
+            self.transmit(Message::Response(refusal));
+        }
     }
 
     /// The key of the request of ours waiting under `id` whose frame was written, if any.
@@ -405,26 +363,5 @@ impl HostState {
         };
         let error = ErrorObject::internal(format!("invalid response: {why}"));
         self.on_answer(now, key, purpose, Answer::Error(error));
-    }
-
-    /// Writes the answer to what was refused, under `id` (`None`: `null`).
-    fn answer_refused(&mut self, id: Option<RequestId>, error: ErrorObject) {
-        if self.phase == Phase::Closed {
-            return;
-        }
-        self.transmit(Message::Response(Response {
-            id,
-            outcome: Err(error),
-        }));
-    }
-
-    /// Reports what could not be taken as a message.
-    fn unreadable(&mut self, id: Option<&RequestId>, detail: String, answered: bool) {
-        let id = id.map(|id| id.to_value().to_string());
-        self.diag(HostDiagnostic::Unreadable {
-            id,
-            detail,
-            answered,
-        });
     }
 }

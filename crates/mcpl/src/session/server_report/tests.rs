@@ -285,6 +285,15 @@ fn each_variant_keeps_its_published_code_and_kind() {
         ),
         (D::UnexpectedResponse { id: None }, "unexpected_response", P),
         (
+            D::Unreadable {
+                id: None,
+                detail: "d".into(),
+                answered: true,
+            },
+            "unreadable",
+            P,
+        ),
+        (
             D::Lifecycle(LifecycleDiagnostic::SecondTerminal {
                 inference_id: "i".into(),
                 phase: crate::protocol::lifecycle::Phase::Completed,

@@ -493,5 +493,6 @@ mod policy;
 mod requests;
 mod server_channel_gate;
 mod server_eof;
+mod server_frames;
 mod turns;
 mod unparsed;

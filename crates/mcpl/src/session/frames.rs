@@ -1,0 +1,351 @@
+//! The one reading of a frame's text for both sans-I/O sides
+//! ([`HostState::handle_frame`](super::HostState::handle_frame) and
+//! [`ServerState::handle_frame`](super::ServerState::handle_frame)), as the async peer reads
+//! a frame (`peer::reader`, `peer::pieces`): a single message, a JSON-RPC batch (JSON-RPC
+//! 2.0 §6) read bounded, several messages on one line, or a text that is no message. What
+//! differs between the sides (which requests are theirs, what a response gone wrong fails,
+//! the server's policy message refused unread, §6.7) is asked of the side through
+//! [`FrameSide`]; the classification, the refusals and their answers are written here once.
+
+use std::collections::{HashSet, VecDeque};
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use crate::jsonrpc::batch::{parse_batch, BoundedBatch, Top};
+use crate::jsonrpc::{
+    ErrorObject, InvalidMessage, InvalidThen, Message, ParseError, RequestId, Response,
+};
+use crate::session::Transmission;
+
+/// What a side does with the parts of a frame [`take_frame`] read.
+pub(crate) trait FrameSide {
+    /// Whether the machine is closed: nothing more of the frame is taken.
+    fn frame_closed(&self) -> bool;
+
+    /// A text that is no batch: taken as one message (the side's `handle_text`, and what it
+    /// reads past it, such as an answer of its own under a whole-float id). `Err`: it is
+    /// no single valid message, and nothing of it was taken.
+    fn take_single(&mut self, now: Instant, text: &str, message: &str) -> Result<(), ParseError>;
+
+    /// A batch's entries (within the bound, at least one; `message` the batch's text)
+    /// made ready to be taken each as if it came alone ([`take_value`]): an answer of the
+    /// side's own under its id written as a whole float given that id; what a `Value`
+    /// does not show, a member named twice (`jsonrpc::doubled`), by entry index in order.
+    fn prepare_entries(
+        &mut self,
+        message: &str,
+        entries: &mut [Value],
+    ) -> Vec<(usize, crate::jsonrpc::doubled::Doubled)>;
+
+    /// A batch refused whole past the bound (reported, and answered when owed, already):
+    /// what else the side owes it, read by each entry's envelope (`why` the reason).
+    fn batch_refused(&mut self, now: Instant, message: &str, why: &str);
+
+    /// The messages of a line past the bound of several (answered already): what else the
+    /// side owes them, each read by its envelope (`why` the reason).
+    fn rest_refused(&mut self, now: Instant, rest: &str, why: &str);
+
+    /// A text that is no message: reported, answered as the peer answers it
+    /// ([`ParseError::owed_answers`]; [`owed_responses`]), and what else the side owes it.
+    fn take_refused(&mut self, now: Instant, text: &str, message: &str, e: ParseError, max: usize);
+
+    /// Takes one valid message.
+    fn take_message(&mut self, now: Instant, msg: Message);
+
+    /// Whether an object with an id and neither a method nor an outcome, under `id`, is an
+    /// answer of the side's own rather than something to answer (JSON-RPC 2.0 §5).
+    fn answers_ours(&self, id: &RequestId) -> bool;
+
+    /// A response gone wrong: reported, never answered, the request of the side's own it
+    /// names failed now.
+    fn fail_invalid(&mut self, now: Instant, invalid: InvalidMessage);
+
+    /// The policy message (§6.7) in this form was refused unread (its answer, if owed,
+    /// written already): the server holds nothing until the next policy Request
+    /// (`ServerState::handle_policy_unread_as`); nothing for the host.
+    fn policy_unread(&mut self, form: crate::policy::Form);
+
+    /// Whether the side answers the policy message itself (the server), so a refusal of it
+    /// says it was not applied.
+    fn answers_policy(&self) -> bool;
+
+    /// Reports what could not be taken as a message.
+    fn unreadable(&mut self, id: Option<&RequestId>, detail: String, answered: bool);
+
+    /// Writes one frame: a response, or the answers of a batch as one array (JSON-RPC 2.0
+    /// §6).
+    fn write_frame(&mut self, frame: Transmission);
+
+    /// Where the side's outputs stand, before a batch is taken ([`Self::join_answers`]).
+    fn output_mark(&self) -> usize;
+
+    /// After a batch was taken from [`Self::output_mark`] `mark` on: the side's outputs
+    /// since, with the entries' `refusals`, joined by [`join`].
+    fn join_answers(&mut self, mark: usize, refusals: Vec<Response>, ids: &HashSet<RequestId>);
+}
+
+/// The outputs `tail` a side wrote while a batch was read, with the `refusals` of its
+/// entries, its answers joined: when each request of the batch (`ids`) was answered (a
+/// refusal, or by the machine itself while the batch was read), the refusals, then the
+/// answers in `tail` under an id in `ids` or `null`, go out as one array frame
+/// ([`Transmission::Batch`], JSON-RPC 2.0 §6: an array even of one) at the first answer's
+/// place, as the async peer writes a batch's answers; when one waits for the application,
+/// the refusals go first, each its own frame, and `tail` is left as it is. `answered`
+/// shows an output that is a response frame as that response, `take` takes it, `frame`
+/// makes an output of a frame. Linear in `tail`.
+pub(crate) fn join<O>(
+    tail: VecDeque<O>,
+    refusals: Vec<Response>,
+    ids: &HashSet<RequestId>,
+    answered: impl Fn(&O) -> Option<&Response>,
+    take: impl Fn(O) -> Option<Response>,
+    frame: impl Fn(Transmission) -> O,
+) -> VecDeque<O> {
+    let seen: HashSet<&RequestId> = tail
+        .iter()
+        .filter_map(|o| answered(o).and_then(|r| r.id.as_ref()))
+        .chain(refusals.iter().filter_map(|r| r.id.as_ref()))
+        .collect();
+    if ids.iter().any(|id| !seen.contains(id)) {
+        drop(seen);
+        let mut out: VecDeque<O> = refusals
+            .into_iter()
+            .map(|r| frame(Transmission::Message(Message::Response(r))))
+            .collect();
+        out.extend(tail);
+        return out;
+    }
+    drop(seen);
+    let mut rest = VecDeque::with_capacity(tail.len() + 1);
+    let mut answers = refusals;
+    let mut at = None;
+    for o in tail {
+        let ours = answered(&o).is_some_and(|r| r.id.as_ref().map_or(true, |id| ids.contains(id)));
+        if !ours {
+            rest.push_back(o);
+            continue;
+        }
+        at.get_or_insert(rest.len());
+        answers.extend(take(o));
+    }
+    if !answers.is_empty() {
+        rest.insert(at.unwrap_or(0), frame(Transmission::Batch(answers)));
+    }
+    rest
+}
+
+/// Handles every message `text` (one frame's text, as read) holds, in order, for `side`:
+/// the contract [`HostState::handle_frame`](super::HostState::handle_frame) documents.
+pub(crate) fn take_frame<S: FrameSide>(side: &mut S, now: Instant, text: &str, max: usize) {
+    if side.frame_closed() {
+        return;
+    }
+    let (message, json_lead) = crate::jsonrpc::message_read(text);
+    // A batch is read bounded here, never built whole first (`Message::parse` would, a
+    // batch followed by more text included).
+    let e = if json_lead && message.starts_with('[') {
+        match parse_batch(message, max) {
+            Ok(top) => return take_batch(side, now, message, top, max),
+            Err(e) => ParseError::Json(e.to_string()),
+        }
+    } else {
+        match side.take_single(now, text, message) {
+            Ok(()) => return,
+            Err(e) => e,
+        }
+    };
+    if let ParseError::Json(detail) = &e {
+        let several = (json_lead && crate::jsonrpc::trailing_detail(detail))
+            .then(|| crate::jsonrpc::several_values(message, max))
+            .flatten();
+        if let Some(several) = several {
+            return take_several(side, now, message, several, max);
+        }
+    }
+    side.take_refused(now, text, message, e, max);
+}
+
+/// A batch read bounded ([`parse_batch`]).
+fn take_batch<S: FrameSide>(side: &mut S, now: Instant, message: &str, top: Top, max: usize) {
+    let entries = match top {
+        Top::Single(_) => return,
+        Top::Batch(BoundedBatch::Over { count }) => {
+            let detail =
+                format!("a batch of {count} entries, over the limit of {max}, refused unread");
+            // One of responses only is owed nothing (answering responses could loop).
+            let owed = !crate::jsonrpc::envelope::batch::responses_only(message.as_bytes());
+            side.unreadable(None, detail.clone(), owed);
+            if owed {
+                let error = ErrorObject::invalid_request_because(format_args!(
+                    "batch of {count} entries exceeds the limit of {max}"
+                ))
+                .with_data(json!({ "limit": max, "count": count }));
+                answer_refused(side, None, error);
+            }
+            return side.batch_refused(now, message, &detail);
+        }
+        Top::Batch(BoundedBatch::Within(entries)) => entries,
+    };
+    if entries.is_empty() {
+        side.unreadable(None, "an empty batch".into(), true);
+        return answer_refused(
+            side,
+            None,
+            ErrorObject::invalid_request_because("empty batch"),
+        );
+    }
+    // The ids the batch's requests are answered under (bounded by the batch's bound).
+    let ids: HashSet<RequestId> = entries
+        .iter()
+        .filter(|v| v.get("method").is_some())
+        .filter_map(|v| v.get("id").and_then(RequestId::from_value))
+        .collect();
+    let mut entries = entries;
+    let doubled = side.prepare_entries(message, &mut entries);
+    let mut doubled = doubled.into_iter().peekable();
+    let mark = side.output_mark();
+    let mut refusals = Vec::new();
+    for (i, entry) in entries.into_iter().enumerate() {
+        if side.frame_closed() {
+            return;
+        }
+        let twice = doubled.next_if(|(at, _)| *at == i).map(|(_, d)| d);
+        refusals.extend(take_value(side, now, entry, twice));
+    }
+    side.join_answers(mark, refusals, &ids);
+}
+
+/// One entry of a batch (or a single message read as a value), by the one rule for a
+/// value (the peer's `reader::classify`): a valid message taken; one that is not answered
+/// `-32600` under its id when request-shaped (or `null`), else it fails the request of the
+/// side's own it names ([`crate::jsonrpc::invalid_then`]). The policy message so refused on
+/// a side that answers it is answered as not applied and refused unread (§6.7). Gives the
+/// refusal to write (in a batch, the peer writes the refusals first, then the answers as
+/// they come); the caller writes it.
+pub(crate) fn take_value<S: FrameSide>(
+    side: &mut S,
+    now: Instant,
+    value: Value,
+    doubled: Option<crate::jsonrpc::doubled::Doubled>,
+) -> Option<Response> {
+    let shape = crate::jsonrpc::Shape::of(&value);
+    let policy = (side.answers_policy()
+        && value.get("method").and_then(Value::as_str) == Some(crate::jsonrpc::head::POLICY))
+    .then(|| match value.get("id") {
+        Some(_) => crate::policy::Form::Request,
+        None => crate::policy::Form::Notification,
+    });
+    let invalid = match crate::jsonrpc::doubled::from_value_read(value, doubled) {
+        Ok(msg) => {
+            side.take_message(now, msg);
+            return None;
+        }
+        Err(invalid) => invalid,
+    };
+    match shape.then(&invalid) {
+        InvalidThen::AnswerUnlessOurs(id) if side.answers_ours(&id) => {
+            side.fail_invalid(now, invalid);
+            None
+        }
+        InvalidThen::Answer(_) | InvalidThen::AnswerUnlessOurs(_) => {
+            let mut error = invalid.answer_error();
+            if policy.is_some() {
+                error = crate::jsonrpc::head::policy_not_applied(error, true);
+            }
+            let InvalidMessage { id, reason } = invalid;
+            side.unreadable(id.as_ref(), reason, true);
+            if let Some(form) = policy {
+                side.policy_unread(form);
+            }
+            Some(Response {
+                id,
+                outcome: Err(error),
+            })
+        }
+        InvalidThen::Fail(_) => {
+            side.fail_invalid(now, invalid);
+            None
+        }
+    }
+}
+
+/// Several messages on one line ([`crate::jsonrpc::several_values`]): reported once, each
+/// read alone as its own frame's text; past the bound, the rest refused unread with one
+/// `-32600` under `null`.
+fn take_several<S: FrameSide>(
+    side: &mut S,
+    now: Instant,
+    message: &str,
+    several: crate::jsonrpc::Several,
+    max: usize,
+) {
+    let count = several.values.len();
+    let past = match several.refused_from {
+        Some(_) => format!("; those past the first {} were refused unread", max.max(2)),
+        None => String::new(),
+    };
+    let detail =
+        format!("{count} messages on one line (one message per line){past}; each read alone");
+    side.unreadable(None, detail, false);
+    for range in several.values {
+        if let Some(piece) = message.get(range) {
+            // One complete value: a single message or a batch, never several again.
+            take_frame(side, now, piece, max);
+        }
+    }
+    let Some(rest) = several.refused_from.and_then(|from| message.get(from..)) else {
+        return;
+    };
+    let limit = max.max(2);
+    let error = ErrorObject::invalid_request_because(format_args!(
+        "more than {limit} messages on one line (one message per line); those past the \
+         first {limit} were refused unread"
+    ))
+    .with_data(json!({ "limit": limit, "reason": "messages_per_line" }));
+    answer_refused(side, None, error);
+    let why = format!(
+        "the line holding it has more than {limit} messages; those past the first {limit} \
+         were refused unread"
+    );
+    side.rest_refused(now, rest, &why);
+}
+
+/// Writes the answer to what was refused, under `id` (`None`: `null`), unless the side
+/// closed.
+pub(crate) fn answer_refused<S: FrameSide>(
+    side: &mut S,
+    id: Option<RequestId>,
+    error: ErrorObject,
+) {
+    if side.frame_closed() {
+        return;
+    }
+    side.write_frame(Transmission::Message(Message::Response(Response {
+        id,
+        outcome: Err(error),
+    })));
+}
+
+/// The frame owed a text that is no message ([`ParseError::owed_answers`]): one response,
+/// or a batch's answers as one array (as the peer writes them).
+pub(crate) fn owed_frame(owed: crate::jsonrpc::OwedAnswer) -> Transmission {
+    match owed {
+        crate::jsonrpc::OwedAnswer::One(r) => Transmission::Message(Message::Response(r)),
+        crate::jsonrpc::OwedAnswer::Batch(rs) => Transmission::Batch(rs),
+    }
+}
+
+/// Each object of `rest` (what follows the bound of several messages on a line), read by
+/// its envelope only ([`crate::jsonrpc::head::Head::read_str`]), in order.
+pub(crate) fn each_rest_object(rest: &str, mut each: impl FnMut(&str)) {
+    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<serde::de::IgnoredAny>();
+    let mut at = 0;
+    while let Some(Ok(_)) = values.next() {
+        let end = values.byte_offset();
+        if let Some(piece) = rest.get(at..end) {
+            each(piece);
+        }
+        at = end;
+    }
+}

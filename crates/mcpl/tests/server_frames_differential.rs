@@ -1,0 +1,148 @@
+//! `ServerState::handle_frame` (sans-I/O) against the async `Server` over a real pipe:
+//! for each frame of a list (batches of requests the machine answers itself, an empty
+//! batch, one past the bound, invalid entries, several messages on one line, junk, the
+//! policy Request in a batch), both write the same answers, frame by frame, and end in the
+//! same grant (JSON-RPC 2.0 §5, §6; MCPL §6.7). The frames are raw JSON lines, every byte
+//! written by the test.
+#![cfg(feature = "runtime")]
+
+use std::time::Instant;
+
+use mcpl::capability::Capability;
+use mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES;
+use mcpl::server::{Server, Session};
+use mcpl::session::{ServerOutput, ServerRules, ServerState};
+use mcpl::transport::Transport;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, WriteHalf};
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"experimental":{"mcpl":{"version":"0.5"}}},"clientInfo":{"name":"raw","version":"1"}}}"#;
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+
+/// The manifest both servers advertise: one feature set `work` (`pushEvents`).
+fn manifest() -> Value {
+    json!({"version": "0.5", "pushEvents": {}, "featureSets": {"work": {"uses": ["pushEvents"]}}})
+}
+
+/// The policy Request granting `work`, under `id`.
+fn policy(id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "featureSets/update", "params": {
+        "enabled": ["work"], "disabled": [], "effectiveCapabilities": ["pushEvents"]}})
+}
+
+fn ping(id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
+}
+
+/// The frames sent to both, in order (after `initialize`).
+fn frames() -> Vec<String> {
+    let over: Vec<Value> = (0..=DEFAULT_MAX_BATCH_ENTRIES as u64)
+        .map(|i| ping(100 + i))
+        .collect();
+    let mut refused_policy = policy(31);
+    refused_policy["jsonrpc"] = json!("1.0");
+    vec![
+        json!([ping(1), ping(2)]).to_string(),
+        json!([ping(3)]).to_string(),
+        "[]".into(),
+        json!([{"jsonrpc": "2.0", "id": 8, "method": 5}, 1, ping(7)]).to_string(),
+        json!([{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}]).to_string(),
+        "[1,2]".into(),
+        format!("{} {}", ping(9), json!([ping(10)])),
+        r#"{"jsonrpc":"2.0","id":5,"method":"ping","params":{"#.into(),
+        r#"[{"jsonrpc":"2.0","id":6,"method":"ping"},{"#.into(),
+        "not json".into(),
+        r#"{"jsonrpc":"1.0","id":11,"method":"ping"}"#.into(),
+        json!([policy(30), ping(12)]).to_string(),
+        json!([refused_policy, ping(13)]).to_string(),
+        json!([policy(32)]).to_string(),
+        json!(over).to_string(),
+    ]
+}
+
+/// The host's end of a pipe to a started async server.
+struct Wire {
+    lines: Lines<BufReader<tokio::io::ReadHalf<DuplexStream>>>,
+    write: WriteHalf<DuplexStream>,
+    session: Session,
+}
+
+impl Wire {
+    async fn start() -> Wire {
+        let server = Server::builder("diff", "1")
+            .feature_set("work", "Work", &[Capability::PushEvents])
+            .build()
+            .expect("server builds");
+        let (a, b) = tokio::io::duplex(1 << 20);
+        let (ar, aw) = tokio::io::split(a);
+        let (br, bw) = tokio::io::split(b);
+        let session = server.start(Transport::lines(br, bw, "test"));
+        Wire {
+            lines: BufReader::new(ar).lines(),
+            write: aw,
+            session,
+        }
+    }
+
+    async fn send(&mut self, line: &str) {
+        let line = format!("{line}\n");
+        self.write.write_all(line.as_bytes()).await.expect("write");
+    }
+
+    /// Every line the server writes for `frame`: read up to the answer to a ping sent
+    /// behind it (the server answers in wire order), that answer left out.
+    async fn answers(&mut self, frame: &str, n: usize) -> Vec<Value> {
+        self.send(frame).await;
+        let mark = format!("mark-{n}");
+        self.send(&json!({"jsonrpc": "2.0", "id": mark, "method": "ping"}).to_string())
+            .await;
+        let mut got = Vec::new();
+        loop {
+            let line = self.lines.next_line().await.expect("read").expect("a line");
+            let v: Value = serde_json::from_str(&line).expect("JSON");
+            if v["id"] == json!(mark) {
+                return got;
+            }
+            got.push(v);
+        }
+    }
+}
+
+/// Every frame the state wrote for `frame`.
+fn state_answers(state: &mut ServerState, frame: &str) -> Vec<Value> {
+    state.handle_frame(Instant::now(), frame, DEFAULT_MAX_BATCH_ENTRIES);
+    let mut got = Vec::new();
+    while let Some(o) = state.poll_output() {
+        if let ServerOutput::Transmit(t) = &o {
+            got.push(serde_json::from_str(&t.to_json()).expect("JSON"));
+        }
+    }
+    got
+}
+
+#[tokio::test]
+async fn the_sans_io_server_answers_every_frame_as_the_async_server_does() {
+    let rules =
+        ServerRules::new(json!({"name": "diff", "version": "1"}), manifest()).expect("rules");
+    let mut state = ServerState::new(rules);
+    let mut wire = Wire::start().await;
+    state_answers(&mut state, INITIALIZE);
+    state_answers(&mut state, INITIALIZED);
+    wire.send(INITIALIZE).await;
+    wire.lines
+        .next_line()
+        .await
+        .expect("read")
+        .expect("the answer");
+    wire.send(INITIALIZED).await;
+    for (n, frame) in frames().iter().enumerate() {
+        let sans_io = state_answers(&mut state, frame);
+        let async_server = wire.answers(frame, n).await;
+        assert_eq!(sans_io, async_server, "frame {n}: {frame:.200}");
+        assert_eq!(
+            state.grant().allows(Capability::PushEvents),
+            wire.session.granted(Capability::PushEvents),
+            "frame {n}: {frame:.200}"
+        );
+    }
+}
