@@ -755,3 +755,23 @@ async fn s4_1_a_notification_only_method_sent_with_an_id_is_answered_32601_and_r
         .collect();
     assert_eq!(reported, methods, "{reported:?}");
 }
+
+/// JSON-RPC 2.0 §6: a batch of two `ping`s is answered in one array, each under its id,
+/// in entry order; `HostState::handle_frame` writes the same array for the same text
+/// (`session::tests::host_frames::s6_a_batch_of_pings_is_answered_in_one_array`).
+#[tokio::test]
+async fn s6_a_batch_of_pings_is_answered_in_one_array() {
+    let (_s, _streams, mut raw) = connected(config(&["pushEvents"]), manifest()).await;
+    raw.send_json(json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "id": "two", "method": "ping"},
+    ]))
+    .await;
+    assert_eq!(
+        recv(&mut raw).await,
+        json!([
+            {"jsonrpc": "2.0", "id": 1, "result": {}},
+            {"jsonrpc": "2.0", "id": "two", "result": {}},
+        ])
+    );
+}

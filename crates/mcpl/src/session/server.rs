@@ -3,7 +3,8 @@
 //! ([`ServerPolicyState::apply`]), the gate on what the host sends (requests and
 //! notifications, [`admit_at_server`]) and on what the application sends, and the pairing
 //! of the host's `inference/lifecycle` into turns with a safety timeout (§10.5,
-//! [`LifecycleTracker`]). Inputs arrive in wire order; time is passed in.
+//! [`LifecycleTracker`]). Inputs arrive in wire order; time is passed in: each frame's text
+//! whole by [`ServerState::handle_frame`] (batches, JSON-RPC 2.0 §6; junk), as the peer.
 //!
 //! `server::Server` drives one per connection. Beside it, each by a rule of its own module:
 //! manifest changes on a live connection and their coalesced announcements (`server_manifest`,

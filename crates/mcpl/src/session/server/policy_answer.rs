@@ -76,7 +76,8 @@ impl super::ServerState {
     /// refused unread: this state treats it as such itself
     /// ([`Self::handle_policy_unread_as`], in the form it shows; §6.4 fail closed), so a
     /// driver cannot forget it, as the async peer tells its server. A batch that parses is
-    /// not refused here (its entries are read), so it is not.
+    /// not refused here (its entries are read), so it is not. [`Self::handle_frame`] takes
+    /// every frame whole instead (batches, several messages, junk), never `Err`.
     pub fn handle_text(
         &mut self,
         now: std::time::Instant,

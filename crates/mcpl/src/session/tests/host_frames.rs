@@ -387,3 +387,26 @@ fn s5_an_id_alone_under_a_request_given_up_is_not_answered() {
     let out = wrote_from(&mut p, wrote);
     assert!(out.is_empty(), "{out:?}");
 }
+
+/// JSON-RPC 2.0 §6: a batch of two `ping`s, each answered by the machine itself, is
+/// answered in one array frame, each under its id, as the async host writes it
+/// (`tests/host_hostile_wire.rs`, `s6_a_batch_of_pings_is_answered_in_one_array`). Before,
+/// one frame each.
+#[test]
+fn s6_a_batch_of_pings_is_answered_in_one_array() {
+    let (mut p, _, _) = two_requests();
+    let wrote = p.host_wrote.len();
+    let text = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "id": "two", "method": "ping"},
+    ])
+    .to_string();
+    p.host.handle_frame(p.now, &text, MAX_BATCH);
+    assert_eq!(
+        wrote_from(&mut p, wrote),
+        [json!([
+            {"jsonrpc": "2.0", "id": 1, "result": {}},
+            {"jsonrpc": "2.0", "id": "two", "result": {}},
+        ])]
+    );
+}
