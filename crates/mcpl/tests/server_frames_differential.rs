@@ -56,6 +56,18 @@ fn frames() -> Vec<String> {
         json!([policy(30), ping(12)]).to_string(),
         json!([refused_policy, ping(13)]).to_string(),
         json!([policy(32)]).to_string(),
+        r#"{"jsonrpc":"2.0","id":33,"method":"featureSets/update","params":{"#.into(),
+        json!([policy(34)]).to_string(),
+        r#"[{"jsonrpc":"2.0","id":35,"method":"featureSets/update","params":{}},{"#.into(),
+        json!([policy(36)]).to_string(),
+        r#"{"jsonrpc":"2.0","method":"featureSets/update","params":{"#.into(),
+        json!([policy(37)]).to_string(),
+        format!(
+            "{} {}",
+            ping(38),
+            r#"{"jsonrpc":"2.0","id":39,"method":"featureSets/update","params":{"#
+        ),
+        json!([policy(40)]).to_string(),
         json!(over).to_string(),
     ]
 }

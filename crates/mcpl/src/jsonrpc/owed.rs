@@ -74,6 +74,58 @@ impl ParseError {
         self.owed_answer(text).map(OwedAnswer::One)
     }
 
+    /// [`Self::owed_answers`] with the policy Request (§6.7) among what is answered
+    /// refused as the async peer refuses it (`peer::unparsed`, `peer::refused`): a
+    /// request the parser refused, its id read without doubt, alone or in a batch, is
+    /// answered as not applied ([`head::policy_not_applied`]); an invalid one too when
+    /// `owner` (the side answers the policy itself: the server). `owner` also words the
+    /// consequence (nothing is granted until the next policy Request). The one reading
+    /// [`crate::session`]'s `handle_frame`s answer a refused text by.
+    pub(crate) fn owed_answers_as(
+        &self,
+        text: &str,
+        max_batch_entries: usize,
+        owner: bool,
+    ) -> Option<OwedAnswer> {
+        let refused = |error| head::policy_not_applied(error, owner);
+        if let ParseError::Json(detail) = self {
+            let trimmed = message_text(text);
+            if trimmed.starts_with('[') && unparsed::trailing_detail(detail) {
+                let ids = super::batch::batch_requests_before(trimmed, max_batch_entries).requests;
+                if !ids.is_empty() {
+                    let answers = ids
+                        .into_iter()
+                        .map(|(id, policy)| {
+                            let error = unparsed::parse_refused(detail);
+                            Response {
+                                id: Some(id),
+                                outcome: Err(if policy { refused(error) } else { error }),
+                            }
+                        })
+                        .collect();
+                    return Some(OwedAnswer::Batch(answers));
+                }
+            }
+        }
+        let mut owed = self.owed_answer(text)?;
+        let policy = match self {
+            ParseError::Json(_) => owed.id.is_some(),
+            ParseError::Invalid(_) => owner,
+        } && {
+            let head = head::Head::read_str(message_text(text));
+            match self {
+                ParseError::Json(_) => head.policy_form() == Some(crate::policy::Form::Request),
+                ParseError::Invalid(_) => head.policy_form().is_some(),
+            }
+        };
+        if policy {
+            if let Err(error) = owed.outcome {
+                owed.outcome = Err(refused(error));
+            }
+        }
+        Some(OwedAnswer::One(owed))
+    }
+
     /// The id a driver answers this error under, `text` being the text [`Message::parse`]
     /// refused with it (JSON-RPC 2.0 §5): for [`ParseError::Invalid`], the id it carries;
     /// for [`ParseError::Json`], the id of a request the text showed before the parser's

@@ -144,7 +144,7 @@ impl crate::session::frames::FrameSide for HostState {
             ParseError::Invalid(i) => i.id.clone(),
             ParseError::Json(_) => e.answer_id(text),
         };
-        let owed = e.owed_answers(text, max).filter(|_| {
+        let owed = e.owed_answers_as(text, max, false).filter(|_| {
             // Only what follows a response of ours on its line is still answered.
             (ours.is_none() && !late) || head.outcome
         });

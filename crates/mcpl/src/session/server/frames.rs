@@ -219,7 +219,7 @@ impl FrameSide for ServerState {
             ParseError::Json(_) => e.answer_id(text),
         };
         let owed = e
-            .owed_answers(text, max)
+            .owed_answers_as(text, max, true)
             .filter(|_| (own.is_none() && !late) || head.outcome);
         self.unreadable(id.as_ref(), detail.clone(), owed.is_some());
         if let Some(owed) = owed {

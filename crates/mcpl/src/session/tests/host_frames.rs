@@ -410,3 +410,22 @@ fn s6_a_batch_of_pings_is_answered_in_one_array() {
         ])]
     );
 }
+
+/// §6.7: the policy Request the parser refused (its id read) is answered `-32700` saying it
+/// was not applied, as the async peer answers it on either side (`peer::unparsed`); before,
+/// `handle_frame` wrote the bare `-32700`.
+#[test]
+fn s6_7_a_refused_policy_request_is_answered_as_not_applied() {
+    let (mut p, _, _) = two_requests();
+    let wrote = p.host_wrote.len();
+    let cut = r#"{"jsonrpc":"2.0","id":33,"method":"featureSets/update","params":{"#;
+    p.host.handle_frame(p.now, cut, MAX_BATCH);
+    let frames = wrote_from(&mut p, wrote);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0]["id"], 33);
+    assert_eq!(frames[0]["error"]["code"], codes::PARSE_ERROR);
+    assert_eq!(
+        frames[0]["error"]["data"],
+        json!({"method": "featureSets/update", "applied": false})
+    );
+}
