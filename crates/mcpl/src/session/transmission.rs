@@ -106,6 +106,34 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// JSON-RPC 2.0 §6: a batch's answers are one array of response objects, in order;
+    /// each reads back as its message.
+    #[test]
+    fn a_batch_is_one_array_of_its_answers() {
+        let answers = vec![
+            Response {
+                id: Some(RequestId::Number(1.into())),
+                outcome: Ok(json!({})),
+            },
+            Response {
+                id: None,
+                outcome: Err(crate::jsonrpc::ErrorObject::invalid_request_because(
+                    "empty batch",
+                )),
+            },
+        ];
+        let t = Transmission::Batch(answers.clone());
+        let text: serde_json::Value = serde_json::from_str(&t.to_json()).expect("JSON");
+        let each: Vec<serde_json::Value> = answers
+            .iter()
+            .map(|r| Message::Response(r.clone()).to_value())
+            .collect();
+        assert_eq!(text, serde_json::Value::Array(each));
+        let back: Vec<Message> = answers.into_iter().map(Message::Response).collect();
+        assert_eq!(t.to_messages(), back);
+        assert_eq!(t.to_message(), back[0]);
+    }
+
     /// Each form reads back as the message its text is.
     #[test]
     fn every_form_reads_back_as_its_text() {
