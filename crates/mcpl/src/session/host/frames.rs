@@ -342,7 +342,10 @@ impl HostState {
             .flatten()
             .map(crate::jsonrpc::doubled::Doubled::Within);
         if let Some(refusal) = take_value(self, now, value, doubled) {
-            self.transmit(Message::Response(refusal));
+            let Response { id, outcome } = refusal;
+            if let Err(error) = outcome {
+                crate::session::frames::answer_refused(self, id, error);
+            }
         }
     }
 

@@ -150,8 +150,12 @@ impl FrameSide for ServerState {
                 match value.as_mut().and_then(|v| self.whole_float_own(v)) {
                     Some(()) => {
                         let refusal = value.and_then(|v| take_value(self, now, v, None));
-                        if let Some(refusal) = refusal {
-                            self.write_frame(Transmission::Message(Message::Response(refusal)));
+                        if let Some(Response {
+                            id,
+                            outcome: Err(error),
+                        }) = refusal
+                        {
+                            crate::session::frames::answer_refused(self, id, error);
                         }
                         Ok(())
                     }
