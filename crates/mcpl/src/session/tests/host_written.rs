@@ -118,9 +118,15 @@ fn s5_no_form_of_a_guessed_answer_fails_a_request_not_yet_written() {
     p.host.handle_frame(p.now, &batch, MAX_BATCH);
     assert!(p.host.is_pending(guess), "the fetch still waits");
     p.collect();
+    // A batch's answers the machine writes itself go out as one array (JSON-RPC 2.0 §6):
+    // read each message of each frame.
     let frames: Vec<Value> = p.host_wrote[wrote..]
         .iter()
         .map(|t| serde_json::from_str(t).expect("json"))
+        .flat_map(|v: Value| match v {
+            Value::Array(each) => each,
+            one => vec![one],
+        })
         .collect();
     let refused: Vec<&Value> = frames
         .iter()
