@@ -356,6 +356,16 @@ impl Encoded {
         })
     }
 
+    /// [`Self::from_written`] of text written as a `String` (no UTF-8 check to make: issue
+    /// #24, the host's lifecycle params, written with [`crate::manifest::jcs::write_string`]).
+    pub(crate) fn from_written_text(text: String) -> Self {
+        Encoded {
+            value: 0..text.len(),
+            text,
+            framed: None,
+        }
+    }
+
     /// The JSON text.
     pub fn get(&self) -> &str {
         self.text.get(self.value.clone()).unwrap_or_default()
@@ -428,15 +438,24 @@ fn encode_into<T: Serialize + ?Sized>(
 }
 
 /// The notification line of `method` with `params`, written into `buf` (emptied first);
-/// `None` only if the method name does not encode.
-fn notification_line(buf: Vec<u8>, method: &str, params: &Encoded) -> Option<String> {
-    line(
-        buf,
-        b"{\"jsonrpc\":\"2.0\",\"method\":",
-        method,
-        b",\"params\":",
-        params,
-    )
+/// `None` only if the method name does not encode (a `&str` always does). The line is
+/// written as a `String` from the start (issue #24: no UTF-8 check of the whole line per
+/// notification), the method escaped by [`crate::manifest::jcs::write_string`], which
+/// escapes exactly as serde_json does (pinned by its tests).
+fn notification_line(mut buf: Vec<u8>, method: &str, params: &Encoded) -> Option<String> {
+    const HEAD: &str = "{\"jsonrpc\":\"2.0\",\"method\":";
+    const MIDDLE: &str = ",\"params\":";
+    buf.clear();
+    // Empty, so there is nothing to check.
+    let mut line = String::from_utf8(buf).ok()?;
+    let value = params.get();
+    line.reserve(HEAD.len() + method.len() + MIDDLE.len() + value.len() + 8);
+    line.push_str(HEAD);
+    crate::manifest::jcs::write_string(&mut line, method);
+    line.push_str(MIDDLE);
+    line.push_str(value);
+    line.push('}');
+    Some(line)
 }
 
 /// The result response line answering `id` with `result`, written into `buf` (emptied
@@ -701,6 +720,31 @@ mod tests {
             deep = json!([deep]);
         }
         assert!(Encoded::typed_request_in(Vec::new(), &id, "m/x", &deep).is_err());
+    }
+
+    /// JSON-RPC 2.0 §4.1: a notification line written around encoded params is the line the
+    /// `Value` path writes, word for word, whatever the method name holds (quotes,
+    /// backslashes, controls, DEL, U+2028, non-ASCII) and whatever the spare buffer held.
+    #[test]
+    fn notification_lines_match_the_value_path() {
+        let params = json!({"a": [1, "x\u{1}"], "b": null});
+        let encoded = Encoded::encode(&params).unwrap();
+        for method in [
+            "inference/lifecycle",
+            "",
+            "q\"b\\c",
+            "\u{0}\u{8}\t\n\u{b}\u{c}\r\u{1f}",
+            "del\u{7f} ls\u{2028} é 🦀",
+        ] {
+            let expected = Message::Notification(Notification {
+                method: method.into(),
+                params: Some(params.clone()),
+            })
+            .to_json();
+            assert_eq!(encoded.notification(method), expected, "{method:?}");
+            let spare = b"{\"stale\":\"bytes\"}".to_vec();
+            assert_eq!(encoded.notification_in(spare, method), expected);
+        }
     }
 
     /// JSON-RPC 2.0 §5: a result framed ahead of time as the response line of its integer id

@@ -86,7 +86,8 @@ pub fn write_number(out: &mut String, n: &Number) {
     }
 }
 
-fn push_u64(out: &mut String, mut v: u64) {
+/// Appends `v` in plain decimal digits (as serde_json and ECMAScript write an integer).
+pub(crate) fn push_u64(out: &mut String, mut v: u64) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::{HostOutput, HostState, StateError};
 use crate::jsonrpc::Encoded;
+use crate::manifest::jcs;
 use crate::protocol::lifecycle::InferenceLifecycle;
 use crate::protocol::Method as _;
 use crate::session::HostDiagnostic;
@@ -30,30 +31,38 @@ struct Lifecycle<'a> {
 }
 
 impl Lifecycle<'_> {
+    /// Bytes of the params' text besides the three strings' contents: the member names,
+    /// braces and quotes (62) and a `u64` (at most 20 digits). Escapes may need more.
+    const FIXED_BYTES: usize = 82;
+
     /// The params as JSON text, exactly as [`Encoded::encode`] writes them (pinned by the
-    /// tests below): without `usage`, written member by member (issue #24: no serializer
-    /// machinery, no member-name checks for these four fixed names); with it, encoded
-    /// (`usage` is the application's `Value`, checked as any).
+    /// tests below): without `usage`, written member by member into one `String` sized to
+    /// hold it (issue #24: no serializer machinery, no member-name checks for these four
+    /// fixed names, no regrowth, no UTF-8 check), each string escaped by
+    /// [`jcs::write_string`], which escapes exactly as serde_json does (pinned by its
+    /// tests); with `usage`, encoded (`usage` is the application's `Value`, checked as any).
     fn encode(&self) -> Result<Encoded, serde_json::Error> {
         if self.usage.is_some() {
             return Encoded::encode(self);
         }
-        let mut text = Vec::with_capacity(
-            64 + self.conversation_id.len() + self.inference_id.len() + self.phase.len(),
+        let mut text = String::with_capacity(
+            Self::FIXED_BYTES
+                + self.conversation_id.len()
+                + self.inference_id.len()
+                + self.phase.len(),
         );
         for (name, value) in [
-            (&b"{\"conversationId\":"[..], self.conversation_id),
-            (b",\"inferenceId\":", self.inference_id),
-            (b",\"phase\":", self.phase),
+            ("{\"conversationId\":", self.conversation_id),
+            (",\"inferenceId\":", self.inference_id),
+            (",\"phase\":", self.phase),
         ] {
-            text.extend_from_slice(name);
-            // Escaped as the serializer escapes any string.
-            serde_json::to_writer(&mut text, value)?;
+            text.push_str(name);
+            jcs::write_string(&mut text, value);
         }
-        text.extend_from_slice(b",\"turnIndex\":");
-        serde_json::to_writer(&mut text, &self.turn_index)?;
-        text.push(b'}');
-        Encoded::from_written(text)
+        text.push_str(",\"turnIndex\":");
+        jcs::push_u64(&mut text, self.turn_index);
+        text.push('}');
+        Ok(Encoded::from_written_text(text))
     }
 }
 
@@ -241,6 +250,24 @@ mod tests {
                 assert_eq!(line, old_line);
                 assert_eq!(new.encode().unwrap(), Encoded::encode(&new).unwrap());
             }
+        }
+    }
+
+    /// The params' text is the fixed part plus the three strings, no more (nothing to
+    /// escape), at the longest turn index: the buffer `encode` sizes is never regrown.
+    #[test]
+    fn lifecycle_text_fits_its_fixed_size() {
+        for phase in ["started", "completed", "failed", "aborted"] {
+            let params = Lifecycle {
+                conversation_id: "conversation",
+                inference_id: "a-0000001",
+                phase,
+                turn_index: u64::MAX,
+                usage: None,
+            };
+            let text = params.encode().unwrap();
+            let strings = params.conversation_id.len() + params.inference_id.len() + phase.len();
+            assert_eq!(text.get().len(), Lifecycle::FIXED_BYTES + strings);
         }
     }
 
