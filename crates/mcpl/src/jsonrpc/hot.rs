@@ -17,6 +17,10 @@ use crate::protocol::handshake::{ToolContent, ToolsCall, ToolsCallParams, ToolsC
 use crate::protocol::lifecycle::{InferenceLifecycle, LifecycleParams};
 use crate::protocol::Method as _;
 
+mod host_lines;
+
+use host_lines::host_written_lifecycle;
+
 /// How a host writing the members in `Message::to_json`'s order (as this crate's does)
 /// starts the line of an `inference/lifecycle` notification whose params are an object.
 const LIFECYCLE_LINE_START: &str =
@@ -30,10 +34,13 @@ const LIFECYCLE_LINE_START: &str =
 /// level: `extra` of the params, their `model` or `usage`). With that, every value in the
 /// params is read by a declared field, which reads exactly what a `Value` would (no value
 /// is skipped unchecked), and decodes to what it would decode to from that `Value`; other
-/// envelope members are read as `Value`s, as [`super::Message::parse_object`] does.
+/// envelope members are read as `Value`s, as [`super::Message::parse_object`] does. A line
+/// exactly as this crate's host writes one is read without serde
+/// ([`host_written_lifecycle`], to the same params).
 pub(crate) fn parse_lifecycle(text: &str) -> Option<LifecycleParams> {
-    if !text.starts_with(LIFECYCLE_LINE_START) {
-        return None;
+    let rest = text.strip_prefix(LIFECYCLE_LINE_START)?;
+    if let Some(params) = host_written_lifecycle(rest) {
+        return Some(params);
     }
     let Lifecycle(params) = serde_json::from_str(text).ok()?;
     let declared_only = params.extra.is_empty()

@@ -120,9 +120,10 @@ pub fn write_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// Whether any byte of `b` is a quote, a backslash or a C0 control.
+/// Whether any byte of `b` is a quote, a backslash or a C0 control: what a JSON string
+/// must escape (RFC 8259 §7), so text without one is its own string literal's body.
 #[inline]
-fn needs_escape(b: &[u8]) -> bool {
+pub(crate) fn needs_escape(b: &[u8]) -> bool {
     any_word(b, word_needs_escape)
 }
 
