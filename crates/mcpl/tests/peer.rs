@@ -373,7 +373,7 @@ async fn invalid_message_with_id_gets_32600_then_a_request_works() {
 
 /// JSON-RPC 2.0 §5: an invalid request whose id cannot be read is still answered -32600,
 /// with `"id": null`, alone as in a batch (the spec's own `"method": 1` example; a null id,
-/// which MCP forbids; an id of the wrong type, or a number that could not be echoed exactly).
+/// which MCP forbids; an id of the wrong type, or a whole number past 64 bits).
 /// A line that is not a JSON object or array at
 /// all stays a junk line (a diagnostic), as before.
 #[tokio::test]
@@ -385,9 +385,10 @@ async fn invalid_request_without_a_readable_id_gets_32600_with_null_id() {
         r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
         r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#,
         r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#,
-        // Numbers that could not be echoed digit for digit are not ids.
+        // An integer past 64 bits could not be echoed digit for digit: no id. (A fraction,
+        // `1.5`, is one: JSON-RPC 2.0 §4 says SHOULD NOT, `fractional_request_ids.rs`.)
         r#"{"jsonrpc":"2.0","id":18446744073709551617,"method":"ping"}"#,
-        r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":1e30,"method":"ping"}"#,
     ] {
         raw.send(line).await;
         let reply = raw.recv().await;
@@ -1437,8 +1438,8 @@ async fn a_message_over_max_parsed_cost_is_refused_unbuilt_and_the_connection_go
     assert_ping_works(&mut raw, 3).await;
 }
 
-/// A request whose id is no id (`null`, a fraction, a boolean, an object, an integer past 64
-/// bits) is an Invalid Request answered `-32600` with `id: null` (JSON-RPC 2.0 §5), over the
+/// A request whose id is no id (`null`, a whole `1e30`, a boolean, an object, an integer
+/// past 64 bits) is an Invalid Request answered `-32600` with `id: null` (JSON-RPC 2.0 §5), over the
 /// parsed-cost bound as under it. Over the bound it was read as a notification (its unusable
 /// id was skipped like an absent one) and only reported.
 #[tokio::test]
@@ -1450,7 +1451,7 @@ async fn a_costly_request_with_an_unusable_id_is_answered_with_a_null_id() {
     let (_peer, incoming, mut raw) = raw_peer(config);
     spawn_ping_server(incoming);
     let objects = vec![r#"{"a":1}"#; 1000].join(",");
-    for (n, id) in ["null", "1.5", "true", r#"{"a":1}"#, "18446744073709551616"]
+    for (n, id) in ["null", "1e30", "true", r#"{"a":1}"#, "18446744073709551616"]
         .into_iter()
         .enumerate()
     {
@@ -1926,4 +1927,24 @@ async fn a_batchs_requests_weigh_their_share_of_its_frame() {
         "refused: {:?}",
         answers.iter().find(|a| a.get("error").is_some())
     );
+}
+
+/// JSON-RPC 2.0 §4/§5: a request with a fractional id refused for its parsed cost is
+/// answered under that id, as taking it would answer it (one rule, `jsonrpc::head`).
+#[tokio::test]
+async fn a_costly_request_with_a_fractional_id_is_answered_under_it() {
+    let config = PeerConfig {
+        max_parsed_cost: 10_000,
+        ..PeerConfig::default()
+    };
+    let (_peer, incoming, mut raw) = raw_peer(config);
+    spawn_ping_server(incoming);
+    let objects = vec![r#"{"a":1}"#; 1000].join(",");
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","method":"echo","id":1.5,"params":{{"x":[{objects}]}}}}"#
+    ))
+    .await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"], json!(1.5), "{reply}");
+    assert_eq!(reply["error"]["code"], json!(codes::INVALID_REQUEST));
 }

@@ -54,8 +54,15 @@ async fn s4_escaped_names_and_unknown_members_are_served_by_the_fast_path() {
     let reply = raw.recv().await;
     assert_eq!(reply["result"], json!({"method":"ping","params":[1.0]}));
     assert_eq!(reply["id"].to_string(), "-7");
-    // `-0` would be the float `-0.0` to serde_json, echoed differently: not an id.
+    // `-0` is the float `-0.0` to serde_json: the same value, answered under it (JSON-RPC
+    // 2.0 §4 says SHOULD NOT of a fraction; `jsonrpc::request_id_number`).
     raw.send(r#"{"jsonrpc":"2.0","id":-0,"method":"ping"}"#)
+        .await;
+    let reply = raw.recv().await;
+    assert_eq!(reply["id"].to_string(), "-0.0", "{reply}");
+    assert!(reply.get("error").is_none(), "{reply}");
+    // A whole value past 64 bits is no id.
+    raw.send(r#"{"jsonrpc":"2.0","id":1e30,"method":"ping"}"#)
         .await;
     let reply = raw.recv().await;
     assert_eq!(reply["id"], Value::Null);

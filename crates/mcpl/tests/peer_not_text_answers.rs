@@ -213,8 +213,13 @@ async fn a_request_that_is_not_utf8_is_answered_under_its_id_when_not_in_doubt()
             Value::Null,
         ),
         (
-            r##"{"jsonrpc":"2.0","id":1.5,"method":"caf#"}"##.to_owned(),
+            r##"{"jsonrpc":"2.0","id":1e30,"method":"caf#"}"##.to_owned(),
             Value::Null,
+        ),
+        (
+            // JSON-RPC 2.0 §4: a fraction SHOULD NOT be, yet is an id (`request_id_number`).
+            r##"{"jsonrpc":"2.0","id":1.5,"method":"caf#"}"##.to_owned(),
+            serde_json::json!(1.5),
         ),
         (
             r##"{"jsonrpc":"2.0","method":"m",#"id":3}"##.to_owned(),

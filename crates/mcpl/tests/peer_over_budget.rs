@@ -58,7 +58,8 @@ async fn a_request_over_the_budget_is_answered_under_its_id() {
     for (id, expected) in [
         ("5", json!(5)),
         (r#""a\u0062""#, json!("ab")),
-        ("1.5", Value::Null),
+        ("1.5", json!(1.5)),
+        ("1e30", Value::Null),
         ("null", Value::Null),
     ] {
         let line =

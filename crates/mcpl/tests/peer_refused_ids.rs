@@ -52,17 +52,22 @@ async fn exchange(raw: &mut Raw, line: &str) -> Vec<Value> {
 }
 
 /// Each id form the other side may write (as JSON text) and the id its request is answered
-/// under when taken: an integer or a string as read (escapes undone), `null` for what is no
-/// id (a fraction, a whole float, a string over `MAX_ID_BYTES`, `null`).
+/// under when taken: an integer or a string as read (escapes undone), a fraction or a whole
+/// float as the same value, `null` for what is no id (a whole value past 64 bits, a string
+/// over `MAX_ID_BYTES`, `null`).
 fn id_forms() -> Vec<(String, Value)> {
     let long = "x".repeat(1500);
     vec![
         ("7".into(), json!(7)),
         ("-7".into(), json!(-7)),
         ("0".into(), json!(0)),
-        ("1.0".into(), Value::Null),
-        ("1e2".into(), Value::Null),
-        ("2.5".into(), Value::Null),
+        // JSON-RPC 2.0 §4: a fraction or an exponent SHOULD NOT be, yet is an id, answered
+        // under the same value (`jsonrpc::request_id_number`); a whole value past 64 bits
+        // is none.
+        ("1.0".into(), json!(1.0)),
+        ("1e2".into(), json!(100.0)),
+        ("2.5".into(), json!(2.5)),
+        ("1e30".into(), Value::Null),
         ("null".into(), Value::Null),
         (r#""a\"b\u0063""#.into(), json!("a\"bc")),
         (format!("\"{long}\""), Value::Null),

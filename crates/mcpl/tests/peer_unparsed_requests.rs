@@ -120,8 +120,7 @@ async fn a_request_whose_id_is_in_doubt_is_answered_under_null() {
         r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1e400],"id":2}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1e400],"id":1}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":1,"i\u0064":2,"method":"m","params":[1e400]}"#.to_owned(),
-        r#"{"jsonrpc":"2.0","id":1.5,"method":"m","params":[1e400]}"#.to_owned(),
-        r#"{"jsonrpc":"2.0","id":1.0,"method":"m","params":[1e400]}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":1e30,"method":"m","params":[1e400]}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":1e400,"method":"m"}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":18446744073709551616,"method":"m","params":[1e400]}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":true,"method":"m","params":[1e400]}"#.to_owned(),
@@ -143,6 +142,12 @@ async fn a_request_whose_id_is_in_doubt_is_answered_under_null() {
     ];
     for line in lines {
         assert_eq!(parse_error_to(&mut raw, &line).await, Value::Null, "{line}");
+    }
+    // JSON-RPC 2.0 §4/§5: a fraction is an id (SHOULD NOT, `jsonrpc::request_id_number`),
+    // answered under the same value as a taken request is.
+    for (id, same) in [("1.5", json!(1.5)), ("1.0", json!(1.0))] {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"m","params":[1e400]}}"#);
+        assert_eq!(parse_error_to(&mut raw, &line).await, same, "{line}");
     }
 }
 
@@ -294,7 +299,7 @@ async fn an_invalid_message_is_answered_alike_by_the_peer_and_a_driver() {
     for line in [
         r#"{"jsonrpc":"2.0","id":3,"method":42}"#,
         r#"{"jsonrpc":"2.0","id":8,"method":"m","params":5}"#,
-        r#"{"jsonrpc":"2.0","id":1.0,"method":"m"}"#,
+        r#"{"jsonrpc":"2.0","id":1e30,"method":"m"}"#,
         r#"{"jsonrpc":"2.0","id":4,"i\u0064":5,"method":"m"}"#,
         r#"{"jsonrpc":"2.0","method":"m","id":20,"method":"n"}"#,
         r#"{"jsonrpc":"2.0","method":1,"params":"bar"}"#,

@@ -125,7 +125,7 @@ pub(crate) fn batch_requests_before(trimmed: &str, max_batch: usize) -> BatchFir
         }
         match entry.get("id") {
             None => first.policy_notification |= policy,
-            Some(id) => match RequestId::from_value(id) {
+            Some(id) => match RequestId::from_request_value(id) {
                 Some(id) if seen.insert(id.clone()) => first.requests.push((id, policy)),
                 _ => first.policy_in_doubt |= policy,
             },

@@ -494,7 +494,8 @@ impl Envelope {
     /// exactly one `id` member, whose value ended (a `,` or the `}` after it) and was kept.
     /// `None` otherwise: no id, two `id` members (which one the sender meant is not known),
     /// an id cut or too long to keep. The caller reads the bytes as an id
-    /// ([`crate::jsonrpc::RequestId::from_value`]); they may still be no id (`1.5`, `null`).
+    /// ([`crate::jsonrpc::RequestId::from_request_value`]); they may still be no id
+    /// (`1e30`, `null`).
     /// A reader that refuses a text which does not parse feeds it only the bytes before the
     /// parser's error, so the id it names was read before anything went wrong
     /// (`jsonrpc::unparsed`, the peer's and a driver's one reading, JSON-RPC 2.0 §5).

@@ -22,9 +22,10 @@ pub(crate) enum IdSeen {
     /// An id as a taken message has it ([`RequestId::from_value`], at most
     /// [`super::MAX_ID_BYTES`] for a string).
     Id(RequestId),
-    /// A number that is no integer id (`1.0`, `2.5`, `1e2`, an integer past 64 bits): no id
-    /// for a request, as when taken; a response's is read against the requests outstanding
-    /// (the peer's `ids::outstanding_integral`).
+    /// A number that is no integer within 64 bits (`1.0`, `2.5`, `1e2`, an integer past 64
+    /// bits): a request's id when [`super::request_id_number`] takes it, as when taken (else
+    /// none); a response's is read against the requests outstanding (the peer's
+    /// `ids::outstanding_integral`).
     Number(serde_json::Number),
     /// A value read whole that is no id (`null`, a boolean, an array, an object, a string
     /// over [`super::MAX_ID_BYTES`]).
@@ -342,6 +343,10 @@ impl Head {
             match &self.id {
                 IdSeen::Id(id) => Then::Answer(Some(id.clone())),
                 IdSeen::Absent => Then::Report,
+                // JSON-RPC 2.0 §4/§5: the request is answered under the same value, as taken.
+                IdSeen::Number(n) if super::request_id_number(n) => {
+                    Then::Answer(Some(RequestId::Number(n.clone())))
+                }
                 IdSeen::Number(_) | IdSeen::Unusable | IdSeen::Cut => Then::Answer(None),
             }
         } else if self.outcome || self.whole {

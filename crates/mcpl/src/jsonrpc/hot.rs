@@ -147,7 +147,7 @@ impl<'de> Deserialize<'de> for CallLine {
                             jsonrpc = true;
                         }
                         Key::Id if id.is_none() => {
-                            let read = read_id(map.next_value()?).ok().flatten();
+                            let read = read_id(map.next_value()?, true).ok().flatten();
                             id = Some(read.ok_or_else(|| A::Error::custom("not a request id"))?);
                         }
                         Key::Method if !method => {
@@ -311,7 +311,7 @@ impl<'de> Deserialize<'de> for AnswerLine {
                             jsonrpc = true;
                         }
                         Key::Id if id.is_none() => {
-                            let read = read_id(map.next_value()?).ok().flatten();
+                            let read = read_id(map.next_value()?, false).ok().flatten();
                             id = Some(read.ok_or_else(|| A::Error::custom("not a request id"))?);
                         }
                         Key::Result if !result => {

@@ -18,7 +18,9 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum RequestId {
-    /// A numeric id: an integer within 64 bits, kept exactly as received (`0` is valid).
+    /// A numeric id: an integer within 64 bits, kept exactly as received (`0` is valid);
+    /// for a request received, also a number with a fraction or an exponent, held as a
+    /// double and echoed as it ([`request_id_number`]).
     Number(serde_json::Number),
     /// A string id.
     String(String),
@@ -33,6 +35,25 @@ impl RequestId {
             Value::String(s) => Some(RequestId::String(s.clone())),
             _ => None,
         }
+    }
+
+    /// Reads the id of a request (or of what names one received, such as a cancellation's
+    /// `requestId`): as [`RequestId::from_value`], and also a number that is no integer
+    /// within 64 bits when [`request_id_number`] takes it (`2.0`, `2.5`, `-3.0`). Never
+    /// for a response's id, which is read against the ids we sent
+    /// ([`whole_float_integer`]).
+    pub fn from_request_value(v: &Value) -> Option<RequestId> {
+        match v {
+            Value::Number(n) if request_id_number(n) => Some(RequestId::Number(n.clone())),
+            v => RequestId::from_value(v),
+        }
+    }
+
+    /// Whether the id is a number written with a fraction or an exponent: one JSON-RPC 2.0
+    /// §4 says SHOULD NOT be used, taken on a request ([`request_id_number`]) and reported
+    /// for its form.
+    pub fn is_fractional(&self) -> bool {
+        matches!(self, RequestId::Number(n) if !exact_id(n))
     }
 
     /// The id as a JSON value.
@@ -50,6 +71,27 @@ impl RequestId {
 /// JSON-RPC 2.0 §4 says numeric ids SHOULD NOT have fractions; such ids are refused.
 fn exact_id(n: &serde_json::Number) -> bool {
     n.is_i64() || n.is_u64()
+}
+
+/// The one rule for a numeric id of a request received (JSON-RPC 2.0 §4, §5). §4 allows a
+/// Number and says it SHOULD NOT contain a fractional part: a SHOULD NOT, so such a request
+/// is valid, taken, and answered under the same value (§5) — the number as parsed, a
+/// double, which `serde_json` writes back as it reads (`2.0` as `2.0`, `2.5` as `2.5`; a
+/// fraction finer than a double holds is answered as the double it rounds to, as a
+/// JavaScript peer reads it). Refused, as before: a number no double holds (`1e400`,
+/// refused by the parser) and a whole value outside the 64-bit integers (`18446744073709551617`,
+/// `1e30`), which was (or may have been) written as an integer this crate cannot echo
+/// digit for digit. The form is reported ([`RequestId::is_fractional`]). A response's id
+/// is never read so: it names a request of ours (§5), read exactly, or as the integer a
+/// whole float writes ([`whole_float_integer`]).
+pub fn request_id_number(n: &serde_json::Number) -> bool {
+    /// 2^63 and 2^64: a double outside (-2^63, 2^64) that is whole may be an integer past
+    /// 64 bits rounded (`-9223372036854775809` reads as -2^63).
+    const BELOW: f64 = -9_223_372_036_854_775_808.0;
+    const ABOVE: f64 = 18_446_744_073_709_551_616.0;
+    exact_id(n)
+        || n.as_f64()
+            .is_some_and(|f| f.is_finite() && (f.fract() != 0.0 || (f > BELOW && f < ABOVE)))
 }
 
 impl From<i64> for RequestId {
@@ -418,7 +460,7 @@ impl Parts {
         } = self;
         let id = match id {
             None => None,
-            Some(v) => Some(read_id(v)?),
+            Some(v) => Some(read_id(v, method.is_some())?),
         };
         // Cloned only on the way to an error, so a valid message never copies its id.
         let known_id = || id.clone().flatten();
@@ -457,11 +499,14 @@ impl Parts {
 }
 
 /// The one rule for an envelope's `id` member as received: `null`, an integer within 64
-/// bits, or a string of at most [`MAX_ID_BYTES`]; anything else makes the message invalid.
-fn read_id(id: Value) -> Result<Option<RequestId>, InvalidMessage> {
+/// bits, or a string of at most [`MAX_ID_BYTES`]; on a request (`request`: a `method` is
+/// present) also a number [`request_id_number`] takes; anything else makes the message
+/// invalid.
+fn read_id(id: Value, request: bool) -> Result<Option<RequestId>, InvalidMessage> {
     match id {
         Value::Null => Ok(None),
         Value::Number(n) if exact_id(&n) => Ok(Some(RequestId::Number(n))),
+        Value::Number(n) if request && request_id_number(&n) => Ok(Some(RequestId::Number(n))),
         Value::Number(_) => Err(invalid(
             None,
             "a numeric id must be an integer within 64 bits (it could not be echoed exactly)",

@@ -335,8 +335,9 @@ fn s4_fast_path_numbers_match_the_slow_path_exactly() {
             (b.is_u64(), b.is_i64(), b.is_f64())
         );
     }
-    // Any other number would be held as a double and could not be echoed exactly: both
-    // paths refuse it as an id, with the same reason.
+    // JSON-RPC 2.0 §4/§5: any other number on a request is held as a double
+    // (`request_id_number`), taken by both paths alike and echoed as parsed; on a response
+    // both refuse it (a response's id is read against ours, `whole_float_integer`).
     for id in [
         "-0",
         "1.0",
@@ -345,11 +346,34 @@ fn s4_fast_path_numbers_match_the_slow_path_exactly() {
         "1E+3",
         "0.1",
         "2.5e-8",
-        "18446744073709551616",
-        "-9223372036854775809",
-        "1.7976931348623157e308",
         "5e-324",
         "0.30000000000000004",
+    ] {
+        let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"x"}}"#);
+        let Message::Request(s) = fast_ok(&text) else {
+            panic!("not a request: {text}")
+        };
+        assert!(s.id.is_fractional(), "{id}");
+        let echoed: f64 = serde_json::from_str(id).expect("a number");
+        assert_eq!(
+            s.id.to_value(),
+            json!(echoed),
+            "{id} is answered under its value"
+        );
+        let response = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":1}}"#);
+        assert!(
+            reason(declined(&response)).contains("integer within 64 bits"),
+            "{id}"
+        );
+    }
+    // A whole value past the 64-bit integers may be an integer the double rounded: never
+    // an id, on a request too.
+    for id in [
+        "18446744073709551616",
+        "18446744073709551617",
+        "-9223372036854775809",
+        "1.7976931348623157e308",
+        "1e30",
     ] {
         let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"x"}}"#);
         assert!(
@@ -855,4 +879,74 @@ fn a_whole_float_names_an_integer_only_under_2_pow_53() {
     assert_eq!(read("9007199254740993.0"), None, "rounds to 2^53");
     assert_eq!(read("2.5"), None);
     assert_eq!(read("7"), None, "an integer is read exactly elsewhere");
+}
+
+/// JSON-RPC 2.0 §4: a numeric id SHOULD NOT have a fractional part, a SHOULD NOT: a request
+/// with one is valid and its answer carries the same value (§5), the number as parsed
+/// (`2.0` as `2.0`, not `2`); a response's id `7.0` is still no id as read exactly (the
+/// peer reads it as our `7`, `whole_float_integer`).
+#[test]
+fn s4_a_request_with_a_fractional_id_is_answered_under_the_same_value() {
+    for (id, echoed) in [
+        ("2.0", "2.0"),
+        ("2.5", "2.5"),
+        ("-3.0", "-3.0"),
+        ("1e0", "1.0"),
+    ] {
+        let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+        let Ok(Message::Request(r)) = Message::parse(&text) else {
+            panic!("{text} was not taken as a request")
+        };
+        assert!(r.id.is_fractional());
+        let answer = Message::Response(Response {
+            id: Some(r.id.clone()),
+            outcome: Ok(json!({})),
+        });
+        assert!(
+            answer.to_json().contains(&format!(r#""id":{echoed},"#)),
+            "{}",
+            answer.to_json()
+        );
+        let v: Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(RequestId::from_request_value(&v["id"]), Some(r.id.clone()));
+        assert_eq!(RequestId::from_value(&v["id"]), None, "read exactly, no id");
+    }
+    assert!(!RequestId::from(2_i64).is_fractional());
+    assert_ne!(
+        Message::parse(r#"{"jsonrpc":"2.0","id":2.0,"method":"ping"}"#).ok(),
+        Message::parse(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#).ok(),
+        "2.0 and 2 are answered each as written"
+    );
+    for refused in [
+        r#"{"jsonrpc":"2.0","id":18446744073709551617,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":1e400,"method":"ping"}"#,
+    ] {
+        assert!(Message::parse(refused).is_err(), "{refused}");
+    }
+    // A response's whole float is no id as read exactly; it is read against ours elsewhere.
+    let response = Message::parse(r#"{"jsonrpc":"2.0","id":7.0,"result":1}"#);
+    assert!(response.is_err(), "{response:?}");
+    let n: serde_json::Number = serde_json::from_str("7.0").expect("a number");
+    assert_eq!(super::whole_float_integer(&n), Some(7));
+}
+
+/// The refusal rule (`head::Head::then`) answers a request refused unbuilt under its
+/// fractional id as taking it would (JSON-RPC 2.0 §4/§5): one rule.
+#[test]
+fn s5_a_refused_request_with_a_fractional_id_is_answered_under_it() {
+    let two_and_a_half: serde_json::Number = serde_json::from_str("2.5").expect("a number");
+    assert_eq!(
+        refusal_of(
+            br#"{"jsonrpc":"2.0","id":2.5,"method":"ping","params":{"#,
+            false
+        ),
+        Refusal::Answer(Some(RequestId::Number(two_and_a_half)))
+    );
+    assert_eq!(
+        refusal_of(
+            br#"{"jsonrpc":"2.0","id":1e30,"method":"ping","params":{"#,
+            false
+        ),
+        Refusal::Answer(None)
+    );
 }

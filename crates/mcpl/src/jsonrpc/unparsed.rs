@@ -214,13 +214,13 @@ pub(crate) fn nesting_refused(batch: bool) -> super::ErrorObject {
 }
 
 /// An id as written (an envelope's [`Envelope::sole_request_id`]), when it is one a taken
-/// request is answered under: a string of at most [`super::MAX_ID_BYTES`] or an integer
-/// within 64 bits.
+/// request is answered under: a string of at most [`super::MAX_ID_BYTES`] or a number
+/// [`RequestId::from_request_value`] takes.
 pub(crate) fn id_written(written: &[u8]) -> Option<RequestId> {
     let value = serde_json::from_slice::<serde_json::Value>(written).ok()?;
     match &value {
         serde_json::Value::String(s) if s.len() > super::MAX_ID_BYTES => None,
-        v => RequestId::from_value(v),
+        v => RequestId::from_request_value(v),
     }
 }
 

@@ -248,6 +248,16 @@ pub enum Diagnostic {
         /// The id as read (`1e0` reads `1.0`).
         written: String,
     },
+    /// A request whose id is a number written with a fraction or an exponent (`2.0`,
+    /// `2.5`): JSON-RPC 2.0 §4 says an id SHOULD NOT have a fractional part, a SHOULD NOT,
+    /// so it is taken and answered under the same value (§5,
+    /// [`crate::jsonrpc::request_id_number`]) and reported for its form, once per request.
+    FractionalId {
+        /// The id, as it is answered under.
+        id: RequestId,
+        /// The request's method.
+        method: String,
+    },
     /// A response whose id matches no request this side sent; dropped.
     UnknownResponse {
         /// Its id (`None` for `"id": null`).
@@ -297,6 +307,10 @@ impl Diagnostic {
                 clip(method);
             }
             Diagnostic::LateResponse { id: i } | Diagnostic::IntegralId { id: i, .. } => id(i),
+            Diagnostic::FractionalId { id: i, method } => {
+                id(i);
+                clip(method);
+            }
             Diagnostic::UnknownResponse { id: i, error } => {
                 i.as_mut().map(id);
                 if let Some(e) = error {
@@ -409,6 +423,11 @@ impl fmt::Display for Diagnostic {
                 f,
                 "read the response id {written} as the id {id} of our request: JSON-RPC 2.0 §5 \
                  asks for the id as sent"
+            ),
+            Diagnostic::FractionalId { id, method } => write!(
+                f,
+                "took request {id} ({method}) and answer it under that id: JSON-RPC 2.0 §4 says \
+                 a numeric id SHOULD NOT have a fractional part"
             ),
             Diagnostic::UnknownResponse { id: Some(id), .. } => {
                 write!(f, "dropped a response to unknown request {id}")

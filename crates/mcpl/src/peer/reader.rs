@@ -901,6 +901,13 @@ pub(super) fn accept(
 ) -> Option<Parsed> {
     match msg {
         Message::Request(request) => {
+            if request.id.is_fractional() {
+                // JSON-RPC 2.0 §4's SHOULD NOT: taken, reported once for its form.
+                shared.diagnose(Diagnostic::FractionalId {
+                    id: request.id.clone(),
+                    method: request.method.clone(),
+                });
+            }
             let limit = shared.config.max_in_flight_requests.max(1);
             // The ids in flight, locked once for the count and the take below: the requests
             // the application took with `into_id` and has not answered count as in flight
@@ -977,7 +984,7 @@ pub(super) fn accept(
                 // is its request's, so the id is free from here on in wire order. Without
                 // such an owner the request stays in flight until answered (`serving`).
                 let id = n.params.as_ref().and_then(|p| p.get("requestId"));
-                if let Some(id) = id.and_then(RequestId::from_value) {
+                if let Some(id) = id.and_then(RequestId::from_request_value) {
                     lock(&shared.serving).forget(super::serving::key(&id));
                 }
             }

@@ -120,7 +120,7 @@ pub(crate) const CANCELLED: &str = "notifications/cancelled";
 fn cancelled_request(params: Option<&serde_json::Value>) -> Option<crate::jsonrpc::RequestId> {
     params
         .and_then(|p| p.get("requestId"))
-        .and_then(crate::jsonrpc::RequestId::from_value)
+        .and_then(crate::jsonrpc::RequestId::from_request_value)
 }
 
 pub use admission::{

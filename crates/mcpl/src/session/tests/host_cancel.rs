@@ -45,7 +45,8 @@ fn a_cancel_naming_no_request_id_is_reported_and_cancels_nothing() {
         Some(json!({})),
         Some(json!({"reason": "stop"})),
         Some(json!({"requestId": null})),
-        Some(json!({"requestId": 5.5})),
+        // A whole value past 64 bits is no id (`jsonrpc::request_id_number`); `5.5` would be.
+        Some(json!({"requestId": 1e30})),
         Some(json!({"requestId": {"id": 5}})),
         Some(json!([5])),
     ] {

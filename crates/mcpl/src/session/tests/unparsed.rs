@@ -81,7 +81,7 @@ fn a_request_that_does_not_parse_after_a_clean_id_is_answered_under_it() {
 }
 
 /// Every id the peer treats as in doubt keeps `null`: two `id` members (on either side of
-/// the error, one named with an escape), an id that is no string or integer within 64 bits,
+/// the error, one named with an escape), an id that is no string or number a request is taken under,
 /// a string over `MAX_ID_BYTES`, an id after the error or cut by it, no `jsonrpc` or another
 /// version, no `method`, an id only inside the params, a batch, a notification.
 #[test]
@@ -93,8 +93,7 @@ fn an_id_in_doubt_is_answered_under_null() {
         r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1e400],"id":2}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1e400],"id":1}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":1,"i\u0064":2,"method":"m","params":[1e400]}"#.to_owned(),
-        r#"{"jsonrpc":"2.0","id":1.5,"method":"m","params":[1e400]}"#.to_owned(),
-        r#"{"jsonrpc":"2.0","id":1.0,"method":"m","params":[1e400]}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":1e30,"method":"m","params":[1e400]}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":18446744073709551616,"method":"m","params":[1e400]}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":true,"method":"m","params":[1e400]}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":null,"method":"m","params":[1e400]}"#.to_owned(),
@@ -115,6 +114,15 @@ fn an_id_in_doubt_is_answered_under_null() {
     ];
     for line in lines {
         assert_eq!(parse_error_id(&mut p, &line), Value::Null, "{line}");
+    }
+    // JSON-RPC 2.0 §4/§5: a fractional id is a request's id, answered under the same value
+    // as a taken request is (`jsonrpc::request_id_number`).
+    for (id, same) in [
+        ("1.5", serde_json::json!(1.5)),
+        ("1.0", serde_json::json!(1.0)),
+    ] {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"m","params":[1e400]}}"#);
+        assert_eq!(parse_error_id(&mut p, &line), same, "{line}");
     }
 }
 
