@@ -2669,3 +2669,64 @@ async fn a_hook_pipelined_behind_a_later_expansion_is_before_its_receipt() {
         }
     }
 }
+
+/// A host whose policy Request has the id `101.0` (a Python host with float ids): JSON-RPC
+/// 2.0 §4 says an id SHOULD NOT have a fraction, a SHOULD NOT, so it is a valid Request.
+/// The checker refused it `-32600` under id null, failed `host.policy-is-request` and
+/// `host.frames-valid`, and skipped the rest. It is now the policy Request, answered under
+/// the same value (§5), the run judges as ever, and `host.frames-valid` warns naming it.
+#[tokio::test]
+async fn a_policy_request_with_a_fractional_id_is_answered_under_it_with_a_warning() {
+    let report = report_path("fractional-policy.json");
+    let (child, mut stdin, stdout) = spawn_raw(&report);
+    let policy = line(
+        &json!({ "jsonrpc": "2.0", "id": 101.0, "method": "featureSets/update",
+                  "params": { "effectiveCapabilities": ["pushEvents"] } }),
+    );
+    let head = format!("{}{INITIALIZED}{policy}", initialize(json!(1)));
+    stdin.write_all(head.as_bytes()).await.unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let mut policy_answer = None;
+    while let Ok(Some(l)) = lines.next_line().await {
+        let Ok(m) = serde_json::from_str::<Value>(&l) else {
+            continue;
+        };
+        if m.get("method").is_none() {
+            if m["id"] == json!(101.0) {
+                policy_answer = Some(l.clone());
+            }
+            continue;
+        }
+        if m.get("id").is_none() {
+            continue;
+        }
+        if stdin
+            .write_all(refusing_answer(&m, -32023).as_bytes())
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+    drop(stdin);
+    let (_, doc) = report_of(child, &report).await;
+    let answer = policy_answer.unwrap_or_else(|| panic!("no answer under 101.0: {doc:#}"));
+    assert!(answer.contains(r#""id":101.0"#), "{answer}");
+    assert!(answer.contains("\"result\""), "{answer}");
+    assert_eq!(
+        check(&doc, "host.policy-is-request")["status"],
+        "pass",
+        "{doc:#}"
+    );
+    let frames = check(&doc, "host.frames-valid");
+    assert_eq!(frames["status"], "warn", "{doc:#}");
+    let d = frames["detail"].as_str().unwrap_or_default();
+    assert!(
+        d.contains("id 101.0 on featureSets/update") && d.contains("§4"),
+        "{d}"
+    );
+    let skipped = doc["checks"]
+        .as_array()
+        .map_or(0, |cs| cs.iter().filter(|c| c["status"] == "skip").count());
+    assert!(skipped < 25, "the run judged as ever: {doc:#}");
+}

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use assert_cmd::Command;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// A guard against a hanging run (the test then fails); not a timing assertion.
 const GUARD: Duration = Duration::from_secs(60);
@@ -1239,4 +1239,34 @@ fn an_answer_nested_past_the_parser_is_said_at_once() {
         "{d}"
     );
     assert!(!d.contains("no response"), "{d}");
+}
+
+/// A server's request whose id is written `500.0` (or `2.5`): JSON-RPC 2.0 §4 says an id
+/// SHOULD NOT have a fraction, a SHOULD NOT, so it is a valid request. The checker refused it
+/// `-32600` under id null and failed `transport.frames-valid`; it now answers it under the
+/// same value (§5) and warns there, naming the id, while the run judges as ever.
+#[test]
+fn a_server_request_with_a_fractional_id_is_answered_under_it_with_a_warning() {
+    for (written, same) in [("500.0", json!(500.0)), ("2.5", json!(2.5))] {
+        let before = format!(
+            "printf '%s\\n' '{{\"jsonrpc\":\"2.0\",\"id\":{written},\"method\":\"ping\"}}';"
+        );
+        let (doc, sent) = check_script_sent(&answering_server(&before), "fractional");
+        let answer = sent
+            .iter()
+            .find(|m| m.get("method").is_none() && m["id"] == same)
+            .unwrap_or_else(|| panic!("{written}: no answer under it in {sent:#?}"));
+        assert_eq!(answer["result"], json!({}), "{answer}");
+        assert!(
+            !sent
+                .iter()
+                .any(|m| m["id"].is_null() && m.get("error").is_some()),
+            "{written}: refused under null: {sent:#?}"
+        );
+        assert_eq!(status(&doc, "transport.frames-valid"), "warn", "{doc:#}");
+        let d = detail(&doc, "transport.frames-valid");
+        assert!(d.contains(&format!("id {written} on ping")), "{d}");
+        assert!(d.contains("§4"), "{d}");
+        assert_eq!(status(&doc, "policy.request-answered"), "pass", "{doc:#}");
+    }
 }

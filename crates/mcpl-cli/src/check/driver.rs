@@ -162,6 +162,9 @@ struct Session {
     /// Responses whose integer id was written `2.0` or `2e0`, read as that integer
     /// ([`Session::integral_id_read`]): the first few, and how many.
     integral_ids: Sample,
+    /// The server's requests whose numeric id has a fraction or an exponent (`500.0`):
+    /// taken and answered under the same value (JSON-RPC 2.0 §4: SHOULD NOT, §5), warned.
+    fractional_ids: Sample,
     /// While a batch is being handled: the answers to its requests, sent as one array.
     batch: Option<Vec<Value>>,
     /// Items of a batch that came after the awaited response: handled once the caller has
@@ -382,6 +385,7 @@ impl Session {
             marked: 0,
             spread: Sample::default(),
             integral_ids: Sample::default(),
+            fractional_ids: Sample::default(),
             batch: None,
             deferred: std::collections::VecDeque::new(),
             policy_sent: false,

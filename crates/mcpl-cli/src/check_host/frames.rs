@@ -15,7 +15,9 @@
 //! JSON-RPC, judged by `host.in-flight-ids-unique`). Diagnostics the stream dropped (it
 //! holds [`super::DIAGNOSTICS_KEPT`]) are not counted either: the count is of the frames
 //! reported, a floor, and the detail says so; a pass on such an incomplete view warns
-//! ([`Run::view_lost`]).
+//! ([`Run::view_lost`]). A request whose numeric id has a fraction or an exponent
+//! (`101.0`) is valid JSON-RPC (JSON-RPC 2.0 §4: SHOULD NOT), taken and answered under the
+//! same value: a warning here, as `mcpl check` warns under `transport.frames-valid`.
 
 use mcpl::peer::Diagnostic;
 
@@ -28,10 +30,12 @@ use crate::check::report::Status;
 pub(super) const ID: &str = "host.frames-valid";
 
 /// The host's frames that are not JSON-RPC 2.0: how many, the first [`NotRpc::KEPT`]
-/// described; and how many the transport discarded unread for their size (said in the
-/// detail, judged neither way).
+/// described; how many the transport discarded unread for their size (said in the
+/// detail, judged neither way); and the host's requests whose id has a fractional part or
+/// an exponent (JSON-RPC 2.0 §4: SHOULD NOT; valid, taken and answered under the same
+/// value by the peer, `Diagnostic::FractionalId`): a warning, never a failure.
 #[derive(Debug, Default)]
-pub(super) struct NotRpc(Tally<{ NotRpc::KEPT }>, u64);
+pub(super) struct NotRpc(Tally<{ NotRpc::KEPT }>, u64, Tally<{ NotRpc::KEPT }>);
 
 impl NotRpc {
     /// How many are described in the report.
@@ -45,6 +49,11 @@ impl NotRpc {
         }
         if let Diagnostic::Oversized { .. } = d {
             self.1 = self.1.saturating_add(1);
+            return;
+        }
+        if let Diagnostic::FractionalId { id, method } = d {
+            let method = capped(method.clone(), 64);
+            self.2.note(|| format!("id {id} on {method}"));
             return;
         }
         let said = match d {
@@ -92,8 +101,24 @@ impl Run {
                 super::watched::describe_discarding(bytes)
             ));
         }
+        let fractional = &self.not_rpc.2;
         let detail = match seen.count() {
             0 if frames == 0 && unread.is_empty() => return,
+            0 if fractional.count() > 0 => {
+                let d = format!(
+                    "each of {frames} frame(s) was a JSON-RPC 2.0 message, but {} request(s) \
+                     had a numeric id with a fractional part or an exponent (JSON-RPC 2.0 §4: \
+                     SHOULD NOT; taken and answered under the same value, §5){}: {}{unread}",
+                    fractional.count(),
+                    match fractional.cut() {
+                        Some(kept) => format!(", the first {kept} shown"),
+                        None => String::new(),
+                    },
+                    fractional.joined()
+                );
+                self.record(ID, Status::Warn, d);
+                return;
+            }
             0 => {
                 let d = format!("each of {frames} frame(s) was a JSON-RPC 2.0 message{unread}");
                 let (status, d) = self.view_lost(Status::Pass, d, "a frame that is not one");

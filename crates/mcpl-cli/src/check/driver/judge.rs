@@ -232,10 +232,21 @@ impl Session {
                     .listed("answered an integer request id written with a fraction or exponent")
             )
         });
-        let marked = match (marked, integral) {
-            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-            (a, b) => a.or(b),
-        };
+        // JSON-RPC 2.0 §4: a request's id SHOULD NOT have a fraction; taken, answered under
+        // the same value (§5, `mcpl::jsonrpc::request_id_number`).
+        let fractional = (!self.fractional_ids.is_empty()).then(|| {
+            format!(
+                "{}, which JSON-RPC 2.0 §4 says SHOULD NOT be used: taken, and answered under \
+                 the same value (§5)",
+                self.fractional_ids.listed(
+                    "were requests with a numeric id written with a fraction or an exponent"
+                )
+            )
+        });
+        let marked = [marked, integral, fractional]
+            .into_iter()
+            .flatten()
+            .reduce(|a, b| format!("{a}; {b}"));
         if self.junk.is_empty() && self.invalid.is_empty() && self.spread.is_empty() {
             match marked {
                 Some(said) => self.rec.record(frames, Status::Warn, said),

@@ -506,7 +506,13 @@ impl Session {
                 self.stray.push(stray);
             }
             Ok(Message::Notification(n)) => self.server_message(None, &n.method, n.params),
-            Ok(Message::Request(r)) => self.server_message(Some(r.id), &r.method, r.params),
+            Ok(Message::Request(r)) => {
+                if r.id.is_fractional() {
+                    let m: String = r.method.chars().take(64).collect();
+                    self.fractional_ids.push(format!("id {} on {m}", r.id));
+                }
+                self.server_message(Some(r.id), &r.method, r.params)
+            }
         }
         Handled::Continue
     }
