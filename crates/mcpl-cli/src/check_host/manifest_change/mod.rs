@@ -13,7 +13,9 @@
 //!    and a `channels/incoming` for the checker's registered channel are refused (§17.5
 //!    step 3, §6.7: revoked host-first, then told). A probe answered with a result before
 //!    the host sent any policy message after the fetch is sent again once it has, or a
-//!    step after the fetch, and judged then ([`Run::refused_after`]); the capability the
+//!    step after the fetch, and judged then ([`Run::refused_after`]); while the host's
+//!    Request telling the narrowing awaits its receipt, `channels/incoming` is probed too
+//!    and must already be refused ([`held`], §6.7: a reduction before its Request); the capability the
 //!    narrowing takes out of the grant is told by a policy Request (§6.7,
 //!    [`Run::judge_narrowing_told`]); once that Request is answered, `channels/incoming`
 //!    is used once more and must be refused as a denied capability (§5.4,
@@ -66,6 +68,7 @@ use super::served;
 use super::session::Run;
 use crate::check::report::Status;
 
+mod held;
 mod phase;
 mod removals;
 mod verdicts;
@@ -161,6 +164,13 @@ pub(super) struct Changes {
     list_before: Option<bool>,
     /// The probes since the last verdict that got neither a result nor an error, described.
     quiet: Vec<String>,
+    /// When the phase's budget ends, while it runs: what the probes sent while a receipt is
+    /// held ([`held`]) are bounded by.
+    deadline: Option<Instant>,
+    /// Those probes are being sent: a policy Request read meanwhile sends none of its own.
+    probing_held: bool,
+    /// What they got since the last change was fetched, each kept until its verdict.
+    held: Vec<held::HeldProbe>,
 }
 
 impl Default for Changes {
@@ -180,6 +190,9 @@ impl Default for Changes {
             available_at_fetch: Vec::new(),
             list_before: None,
             quiet: Vec::new(),
+            deadline: None,
+            probing_held: false,
+            held: Vec::new(),
         }
     }
 }
@@ -234,6 +247,7 @@ impl Run {
         }
         self.changes.since_fetch = 0;
         self.changes.requested = 0;
+        self.changes.held.clear();
         self.changes.fetched_at = Some(Instant::now());
         let before = *self.policy.grant();
         if let Some(m) = read {
@@ -320,9 +334,11 @@ impl Run {
         }
         let deadline = Instant::now() + self.bounds.step.saturating_mul(PHASE_STEPS);
         self.changes.watching = true;
+        self.changes.deadline = Some(deadline);
         let mut counts = Vec::new();
         let why = self.each_change(deadline, &mut counts).await;
         self.changes.watching = false;
+        self.changes.deadline = None;
         self.changes.awaiting_fetch = false;
         if self.closed {
             return;

@@ -88,6 +88,7 @@ impl Run {
             return None;
         }
         counts.push(self.changes.since_fetch);
+        self.held_removals(&mut seen);
         self.judge_refusals(
             REMOVALS,
             &seen,

@@ -54,6 +54,65 @@ impl Run {
         reply
     }
 
+    /// [`Self::call_within`] while the checker holds a response of its own unwritten (a
+    /// policy Request's receipt, §6.7): the same wait, but safe to run from within
+    /// [`Run::handle`] under an outer wait, as a hold is ([`Run::hold_later_receipt`]):
+    /// responses to other requests read meanwhile are kept, in order and with the run as it
+    /// stood when they came, for the loop awaiting them ([`Run::stash`]). Callers run it
+    /// only when no hold's loop is running ([`Run::holds`] empty), since that loop reads its
+    /// ping's answer itself rather than from the stash.
+    pub(in crate::check_host) async fn call_held(
+        &mut self,
+        method: &str,
+        params: Value,
+        bound: Duration,
+    ) -> Reply {
+        if self.closed {
+            return Reply::Closed;
+        }
+        let needs = needs_of(method, &params);
+        let id = match self.peer.send_request(method, Some(params), |_| {}).await {
+            Ok(id) => id,
+            Err(e) => return self.reply(Err(e)),
+        };
+        let until = Instant::now() + bound;
+        loop {
+            if self.closed {
+                return Reply::Closed;
+            }
+            match tokio::time::timeout_at(until, self.incoming.recv_ordered()).await {
+                Ok(Some(Ordered::Response(r))) if r.id.as_ref() == Some(&id) => {
+                    self.stream.response_came(r.id.as_ref());
+                    let reply = self.ordered_reply(&id, r.outcome.map_err(PeerError::Remote));
+                    self.note_refusal_data(method, needs, &reply);
+                    return reply;
+                }
+                Ok(Some(o @ Ordered::Response(_))) => {
+                    if let Ordered::Response(r) = &o {
+                        self.stream.response_came(r.id.as_ref());
+                    }
+                    let under = self.snapshot();
+                    self.stash.push_back((o, Some(under)));
+                }
+                Ok(Some(Ordered::Message(m))) => {
+                    let m = self.arrived(m);
+                    Box::pin(self.handle(m)).await;
+                }
+                Ok(None) => {
+                    self.on_closed();
+                    return Reply::Closed;
+                }
+                Err(_) => {
+                    self.peer.forget(&id, "timed out");
+                    return match self.invalid_answer(&id) {
+                        Some(reply) => reply,
+                        None => self.timeout(),
+                    };
+                }
+            }
+        }
+    }
+
     /// Notes a `-32002` answering `method` (which needs `needs`) for `host.refusal-data`
     /// ([`super::super::refusal_data`], §6.6, §14.6).
     pub(in crate::check_host) fn note_refusal_data(

@@ -178,7 +178,8 @@ impl Run {
                 // first one after a fetched narrowing that leaves out what it withdrew tells
                 // that narrowing, whatever it adds (r4 finding 2: the grant before it here is
                 // the one the fetch already narrowed).
-                let narrows = self.tells_lost_at_fetch(self.policy.grant())
+                let tells = self.tells_lost_at_fetch(self.policy.grant());
+                let narrows = tells
                     || grown(&before.0, self.policy.grant())
                     || grown(&before.1, self.policy.offered())
                     || statuses
@@ -186,6 +187,11 @@ impl Run {
                         .any(|(name, was)| was.is_available() && !self.policy.is_available(name));
                 let widening = receipt && changed && !narrows;
                 self.policy_message_seen((changed, widening, true), "a featureSets/update Request");
+                // §6.7's order, probed before the receipt is written (the manifest-change
+                // phase's, `manifest_change::held`): a narrowing told is in force already.
+                if receipt {
+                    self.probe_held_receipt(tells).await;
+                }
                 if receipt && expands {
                     self.hold_later_receipt(before).await;
                 }

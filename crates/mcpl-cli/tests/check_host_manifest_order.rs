@@ -1,0 +1,73 @@
+//! `mcpl check-host`'s manifest-change probes judged by §6.7's order against a policy
+//! Request and its receipt: a reduction takes effect before its Request is sent. The
+//! library host, reached through a proxy that rewrites what crosses it, is made to take a
+//! change in the wrong order; the library host as it is (revoked before the Request) still
+//! passes.
+
+use serde_json::{json, Value};
+
+mod common;
+mod manifest_proxy;
+
+use manifest_proxy::*;
+
+/// An accepted `channels/incoming` answering `request`, as a host still honouring it sends.
+fn accepted(request: &Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": request["id"], "result": { "results": [
+        { "messageId": request["params"]["messages"][0]["messageId"], "accepted": true,
+          "conversationId": "conv-1" } ] } })
+}
+
+/// A proxy rule for a host that tells the fetched narrowing by its `featureSets/update`
+/// Request but revokes `channels.incoming` only when that Request's receipt arrives: while
+/// the Request is unanswered, `channels/incoming` is accepted for the host.
+fn revoking_at_receipt() -> Rule {
+    let mut fetches = Vec::new();
+    let mut answered = 0;
+    let mut pending: Option<Value> = None;
+    Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        if to == To::Host && v.get("method").is_none() && fetches.contains(&v["id"]) {
+            answered += 1;
+        }
+        // The second fetch is the valid narrowing; the host's Request after it tells it.
+        if to == To::Checker && answered == 2 && v["method"] == "featureSets/update" {
+            pending = Some(v["id"].clone());
+        }
+        if to == To::Host && v.get("method").is_none() && pending.as_ref() == Some(&v["id"]) {
+            pending = None;
+        }
+        if to == To::Host && pending.is_some() && v["method"] == "channels/incoming" {
+            return vec![(To::Checker, accepted(&v))];
+        }
+        vec![(to, v)]
+    })
+}
+
+/// §6.7 (a reduction takes effect before its Request is sent), §17.5 step 3: a host that
+/// sends the narrowing Request first and revokes only at its receipt fails
+/// `host.manifest-removals-revoked`, the probe written while the receipt was held.
+#[tokio::test]
+async fn a_host_revoking_only_at_the_receipt_fails_removals_revoked() {
+    let (_, doc) = run("revoke_late.json", revoking_at_receipt()).await;
+    assert_eq!(phase_with(&doc, "fail"), set(&[IDS[2]]), "{doc:#}");
+    let d = detail(&doc, IDS[2]);
+    assert!(d.contains("receipt was held"), "{d}");
+    assert!(d.contains("§6.7"), "{d}");
+}
+
+/// The library host revokes before it sends the Request: the probe written while the
+/// receipt is held is refused, and says so.
+#[tokio::test]
+async fn a_host_revoking_before_its_request_passes_removals_revoked() {
+    let (_, doc) = run("revoke_first.json", Box::new(|to, v| vec![(to, v)])).await;
+    assert_eq!(status(&doc, IDS[2]), "pass", "{doc:#}");
+    let d = detail(&doc, IDS[2]);
+    assert!(
+        d.contains("channels/incoming for check:a while the narrowing Request's receipt was held"),
+        "{d}"
+    );
+    assert_eq!(phase_with(&doc, "fail"), set(&[]), "{doc:#}");
+}
