@@ -1,8 +1,8 @@
 //! `mcpl check-host`'s manifest-change probes judged by §6.7's order against a policy
-//! Request and its receipt: a reduction takes effect before its Request is sent. The
-//! library host, reached through a proxy that rewrites what crosses it, is made to take a
-//! change in the wrong order; the library host as it is (revoked before the Request) still
-//! passes.
+//! Request and its receipt: a reduction takes effect before its Request is sent, an
+//! expansion only once its receipt is read. The library host, reached through a proxy
+//! that rewrites what crosses it, is made to take a change in the wrong order; the library
+//! host as it is (revoked before the Request, activated at the receipt) still passes.
 
 use serde_json::{json, Value};
 
@@ -67,6 +67,73 @@ async fn a_host_revoking_before_its_request_passes_removals_revoked() {
     let d = detail(&doc, IDS[2]);
     assert!(
         d.contains("channels/incoming for check:a while the narrowing Request's receipt was held"),
+        "{d}"
+    );
+    assert_eq!(phase_with(&doc, "fail"), set(&[]), "{doc:#}");
+}
+
+/// A proxy rule for a host that, once the partially invalid manifest (the third fetch) is
+/// read, grants the added `modelInfo` by a `featureSets/update` Request of its own
+/// (`widen-1`, its receipt kept from the library host) and answers `model/info` from when
+/// it sends that Request (`early`) or only once the receipt passed (`!early`).
+fn widening(early: bool) -> Rule {
+    let mut fetches = Vec::new();
+    let mut answered = 0;
+    let (mut sent, mut receipted) = (false, false);
+    Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        if to == To::Host && v.get("method").is_none() && v["id"] == "widen-1" {
+            receipted = true;
+            return vec![];
+        }
+        let active = if early { sent } else { receipted };
+        if to == To::Host && active && v["method"] == "model/info" {
+            let info = json!({ "jsonrpc": "2.0", "id": v["id"],
+                "result": { "id": "m", "vendor": "p", "contextWindow": 1000,
+                            "capabilities": [] } });
+            return vec![(To::Checker, info)];
+        }
+        let mut out = vec![(to, v.clone())];
+        if to == To::Host && v.get("method").is_none() && fetches.contains(&v["id"]) {
+            answered += 1;
+            if answered == 3 && !sent {
+                sent = true;
+                let widen = json!({ "jsonrpc": "2.0", "id": "widen-1",
+                    "method": "featureSets/update", "params": { "effectiveCapabilities":
+                        ["pushEvents", "channels.register", "modelInfo",
+                         "contextHooks.beforeInference.inject.beforeUser"] } });
+                out.push((To::Checker, widen));
+            }
+        }
+        out
+    })
+}
+
+/// §6.7 (an expansion takes effect only once its receipt is read), §17.5 step 3: a host
+/// answering `model/info` from when it sends the Request granting `modelInfo`, before the
+/// receipt, fails `host.manifest-additions-not-granted`.
+#[tokio::test]
+async fn a_host_activating_an_addition_when_it_asks_fails_additions_not_granted() {
+    let (_, doc) = run("widen_early.json", widening(true)).await;
+    assert_eq!(phase_with(&doc, "fail"), set(&[IDS[4]]), "{doc:#}");
+    let d = detail(&doc, IDS[4]);
+    assert!(
+        d.contains("model/info got a result") && d.contains("was held"),
+        "{d}"
+    );
+}
+
+/// The same host activating `modelInfo` only once the receipt came passes: refused while
+/// the receipt was held, answered after it.
+#[tokio::test]
+async fn a_host_activating_an_addition_at_its_receipt_passes_additions_not_granted() {
+    let (_, doc) = run("widen_at_receipt.json", widening(false)).await;
+    assert_eq!(status(&doc, IDS[4]), "pass", "{doc:#}");
+    let d = detail(&doc, IDS[4]);
+    assert!(
+        d.contains("model/info refused while the receipt of the Request granting modelInfo"),
         "{d}"
     );
     assert_eq!(phase_with(&doc, "fail"), set(&[]), "{doc:#}");

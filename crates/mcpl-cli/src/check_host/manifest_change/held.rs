@@ -4,6 +4,8 @@
 //! - A **reduction** takes effect before its Request is sent: while the Request telling a
 //!   fetched narrowing ([`Run::tells_lost_at_fetch`]) is unanswered, the capability it
 //!   withdrew is already refused (`host.manifest-removals-revoked`).
+//! - An **expansion** takes effect only once the receipt is read: while a widening Request's
+//!   receipt is unwritten, what it adds is still refused (`host.manifest-additions-not-granted`).
 //!
 //! Judged by wire order: each probe is written after the Request was read and before its
 //! receipt is written, so the host has sent the Request and cannot have read the receipt.
@@ -11,7 +13,7 @@
 //! only when no hold's own loop is running ([`Run::call_held`]); a probe that got neither a
 //! result nor an error shows nothing.
 
-use mcpl::capability::Capability;
+use mcpl::capability::{Capability, Grant};
 use mcpl::protocol::channels::ChannelsIncoming;
 use mcpl::protocol::model::ModelInfoRequest;
 use mcpl::protocol::Method;
@@ -26,6 +28,8 @@ use super::Seen;
 pub(super) enum Order {
     /// The Request told a narrowing: the capability must already be refused.
     Revoked,
+    /// The Request widened the grant: the capability must still be refused.
+    Added,
 }
 
 /// A probe sent while a receipt was held and what it got: `Some(description)` when a result
@@ -41,10 +45,10 @@ pub(super) struct HeldProbe {
 
 impl Run {
     /// Called for a policy Request the checker is about to receipt (the Request applied to
-    /// its view of the grant; `tells` when it tells the last fetched narrowing): probes
-    /// what it withdrew, as far as the checker has a probe for it ([`Run::held_probe_of`]),
-    /// before the receipt is written.
-    pub(in crate::check_host) async fn probe_held_receipt(&mut self, tells: bool) {
+    /// its view of the grant, `before` the grant it replaced; `tells` when it tells the last
+    /// fetched narrowing): probes what it withdrew or added, as far as the checker has a
+    /// probe for it ([`Run::held_probe_of`]), before the receipt is written.
+    pub(in crate::check_host) async fn probe_held_receipt(&mut self, before: Grant, tells: bool) {
         let c = &self.changes;
         if !c.watching || c.probing_held || self.closed || !self.holds.is_empty() {
             return;
@@ -58,6 +62,8 @@ impl Run {
             let lost = c.lost_at_fetch.iter().any(|l| l == cap.as_str());
             if tells && lost && !grant.allows(cap) {
                 due.push((Order::Revoked, cap));
+            } else if grant.allows(cap) && !before.allows(cap) {
+                due.push((Order::Added, cap));
             }
         }
         self.changes.probing_held = true;
@@ -119,5 +125,36 @@ impl Run {
             }
             seen.shown.push(what);
         }
+    }
+
+    /// The probes sent while a widening Request's receipt was held, for
+    /// `host.manifest-additions-not-granted` (`incoming`: whether channels/incoming shows an
+    /// addition at all): the uses (§6.7: an expansion takes effect only once the receipt is
+    /// read), and the refusals, described.
+    pub(super) fn held_additions(&mut self, incoming: bool) -> (Vec<String>, Vec<String>) {
+        let (mine, rest) = std::mem::take(&mut self.changes.held)
+            .into_iter()
+            .partition(|p| p.order == Order::Added);
+        self.changes.held = rest;
+        let (mut used, mut refused) = (Vec::new(), Vec::new());
+        for p in mine {
+            if p.capability == Capability::ChannelsIncoming && !incoming {
+                continue;
+            }
+            match p.used {
+                Some(d) => used.push(format!(
+                    "{} got {d} while the receipt of the Request granting {} was held (the \
+                     host activated it before it could have read the receipt)",
+                    p.what,
+                    p.capability.as_str()
+                )),
+                None => refused.push(format!(
+                    "{} refused while the receipt of the Request granting {} was held",
+                    p.what,
+                    p.capability.as_str()
+                )),
+            }
+        }
+        (used, refused)
     }
 }

@@ -25,7 +25,8 @@
 //!    `channels.incoming` again: the removal still applies (§17.5 step 1), and the additions
 //!    are granted by no earlier policy (§17.5 step 3: tell → receipt → activate, §6.7), so
 //!    `model/info` and `channels/incoming` are refused unless a policy Request granting
-//!    their capability came (and was answered) since.
+//!    their capability came (and was answered) since; while such a Request awaits its
+//!    receipt, they are probed and must still be refused ([`held`], §6.7).
 //!
 //! Throughout, a policy change between an announcement and the host's `mcpl/manifest` is
 //! acting before fetching (§17.3), and more than one policy message for one change is one

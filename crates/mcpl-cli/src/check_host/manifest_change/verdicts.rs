@@ -211,6 +211,12 @@ impl Run {
                 other => quiet.push(format!("{what} got {}", other.describe())),
             }
         }
+        // §6.7: what a widening Request added was probed while its receipt was held too
+        // ([`super::held`]; before these probes or while one awaited its answer): still
+        // refused then, whatever comes once the receipt is written.
+        let (held_used, held_refused) = self.held_additions(again.is_ok());
+        used.splice(0..0, held_used);
+        refused.splice(0..0, held_refused);
         if !used.is_empty() {
             let d = format!(
                 "{}, with no policy Request granting it since the fetched manifest advertised \

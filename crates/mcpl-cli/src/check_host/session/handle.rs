@@ -188,9 +188,10 @@ impl Run {
                 let widening = receipt && changed && !narrows;
                 self.policy_message_seen((changed, widening, true), "a featureSets/update Request");
                 // §6.7's order, probed before the receipt is written (the manifest-change
-                // phase's, `manifest_change::held`): a narrowing told is in force already.
+                // phase's, `manifest_change::held`): a narrowing told is in force already,
+                // a widening not yet.
                 if receipt {
-                    self.probe_held_receipt(tells).await;
+                    self.probe_held_receipt(before.0, tells).await;
                 }
                 if receipt && expands {
                     self.hold_later_receipt(before).await;
