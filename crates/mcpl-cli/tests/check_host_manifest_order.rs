@@ -2,7 +2,11 @@
 //! Request and its receipt: a reduction takes effect before its Request is sent, an
 //! expansion only once its receipt is read. The library host, reached through a proxy
 //! that rewrites what crosses it, is made to take a change in the wrong order; the library
-//! host as it is (revoked before the Request, activated at the receipt) still passes.
+//! host as it is (revoked before the Request, activated at the receipt) still passes. And
+//! the checker's own announcements are schema-valid (App. B.3), so a strict host fetches
+//! them.
+
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
@@ -137,4 +141,45 @@ async fn a_host_activating_an_addition_at_its_receipt_passes_additions_not_grant
         "{d}"
     );
     assert_eq!(phase_with(&doc, "fail"), set(&[]), "{doc:#}");
+}
+
+/// App. B.3, §17.3: a host ignoring a `mcpl/manifestChanged` whose `revision` is not of the
+/// digest's shape (as it MAY, the announcement being schema-invalid) still gets the phase's
+/// checks judged: every announcement the checker sends is well-formed, the unparseable
+/// change's included, and each names a revision of its own (§17.8).
+#[tokio::test]
+async fn a_host_ignoring_schema_invalid_announcements_still_gets_the_checks_judged() {
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let kept = seen.clone();
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Host && v["method"] == "mcpl/manifestChanged" {
+            let revision = v["params"]["revision"].as_str().unwrap_or("").to_owned();
+            kept.lock().unwrap().push(revision.clone());
+            if !well_formed(&revision) {
+                return vec![];
+            }
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("strict_announce.json", rule).await;
+    let revisions = seen.lock().unwrap().clone();
+    assert_eq!(revisions.len(), 3, "{revisions:?}");
+    for r in &revisions {
+        assert!(well_formed(r), "{r:?} is not of App. B.3's shape");
+    }
+    let distinct: std::collections::BTreeSet<_> = revisions.iter().collect();
+    assert_eq!(distinct.len(), 3, "{revisions:?}");
+    assert_eq!(phase_with(&doc, "skip"), set(&[]), "{doc:#}");
+    assert_eq!(phase_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(status(&doc, IDS[1]), "pass", "{doc:#}");
+}
+
+/// App. B.3's `^sha256:[A-Za-z0-9_-]{43}$`, written out here (not the library's rule) so
+/// the test judges the checker's announcements independently.
+fn well_formed(revision: &str) -> bool {
+    revision.strip_prefix("sha256:").is_some_and(|b| {
+        b.len() == 43
+            && b.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+    })
 }

@@ -349,8 +349,8 @@ impl Run {
 }
 
 /// The answer to a fetch that is no manifest (§17.5 step 1: "does not parse at all"): a
-/// JSON string, not an object. Its revision (§17.2's digest of the value served) names the
-/// first change's announcement.
+/// JSON string, not an object. The digest of that value names the first change's
+/// announcement (`phase::announced_revision`: App. B.3's shape, as every announcement's).
 fn unparseable() -> Value {
     json!("mcpl check-host: this is not a manifest (§17.5 probe)")
 }

@@ -43,12 +43,11 @@ impl Run {
     ) -> Option<String> {
         // 1. Unparseable, announced under a revision of its own (§17.8: a host MAY coalesce
         // announcements, so one sharing the next change's revision could go unfetched).
-        let revision = json!(mcpl::manifest::revision(&unparseable()).unwrap_or_default());
         let kept = match &self.changes.serving {
             Serving::Manifest(m) | Serving::Unparseable(m) => m.clone(),
         };
         self.changes.serving = Serving::Unparseable(kept);
-        if let Some(why) = self.announce(&revision, deadline).await {
+        if let Some(why) = self.announce(deadline).await {
             return Some(why);
         }
         self.settle_change(deadline).await;
@@ -133,12 +132,14 @@ impl Run {
         None
     }
 
-    /// Sends `mcpl/manifestChanged` naming `revision` and awaits the host's fetch, within a
-    /// step and the phase's `deadline`; `Some(why)` when it did not come.
-    async fn announce(&mut self, revision: &Value, deadline: Instant) -> Option<String> {
+    /// Sends `mcpl/manifestChanged` naming the revision of what the next fetch is answered
+    /// with ([`announced_revision`]) and awaits the host's fetch, within a step and the
+    /// phase's `deadline`; `Some(why)` when it did not come.
+    async fn announce(&mut self, deadline: Instant) -> Option<String> {
         if self.closed {
             return Some("the connection ended".into());
         }
+        let revision = announced_revision(&self.changes.serving);
         let params = json!({ "revision": revision, "domains": ["capabilities", "featureSets"] });
         let fetches = self.changes.fetches;
         self.changes.awaiting_fetch = true;
@@ -204,9 +205,8 @@ impl Run {
         let pushed = served::push(set, event_id);
         let again = served::push(set, &format!("{event_id}-again"));
         let allowed = self.host_rule(PushEvent::NAME, &pushed) == Ok(true);
-        let revision = manifest.get("revision").cloned().unwrap_or(Value::Null);
         self.changes.serving = Serving::Manifest(manifest);
-        if let Some(why) = self.announce(&revision, deadline).await {
+        if let Some(why) = self.announce(deadline).await {
             return Err(why);
         }
         self.settle_change(deadline).await;
@@ -217,5 +217,23 @@ impl Run {
             self.refused_after(probe, &what, deadline, &mut seen).await;
         }
         Ok(seen)
+    }
+}
+
+/// The `revision` a `mcpl/manifestChanged` announcing `serving` carries: always of App. B.3's
+/// shape (`^sha256:[A-Za-z0-9_-]{43}$`), since a host MAY ignore a schema-invalid
+/// announcement (§17.3) and every check of the phase would then skip. A manifest's is its
+/// §17.2 digest ([`mcpl::manifest::revision`], its own `revision` member left out). What is
+/// deliberately no manifest ([`Serving::Unparseable`], §17.5 step 1) has no §17.2 digest
+/// (that needs an object), so, reading: the announcement names the digest of the JSON value
+/// the fetch is answered with ([`mcpl::manifest::value_digest`], JCS with no manifest rules):
+/// well-formed, and its own, so a host coalescing by revision (§17.8) still fetches it. Only
+/// what is fetched is broken, never the announcement.
+fn announced_revision(serving: &Serving) -> String {
+    match serving {
+        Serving::Manifest(m) => {
+            mcpl::manifest::revision(m).unwrap_or_else(|_| mcpl::manifest::value_digest(m))
+        }
+        Serving::Unparseable(_) => mcpl::manifest::value_digest(&unparseable()),
     }
 }
