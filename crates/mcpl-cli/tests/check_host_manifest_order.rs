@@ -183,3 +183,33 @@ fn well_formed(revision: &str) -> bool {
                 .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
     })
 }
+
+/// §6.7, §5.4: a host whose policy Request after the narrowed fetch still grants the
+/// withdrawn `channels.incoming` (the library host's Request with it put back) has told no
+/// narrowing: `host.manifest-narrowing-requested` does not pass, and the withdrawn probe,
+/// gated on a Request that left it out, is not judged as if one had.
+#[tokio::test]
+async fn a_request_still_granting_the_withdrawn_capability_tells_no_narrowing() {
+    let mut fetches = Vec::new();
+    let mut answered = 0;
+    let rule: Rule = Box::new(move |to, mut v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        if to == To::Host && v.get("method").is_none() && fetches.contains(&v["id"]) {
+            answered += 1;
+        }
+        if to == To::Checker && answered == 2 && v["method"] == "featureSets/update" {
+            if let Some(caps) = v["params"]["effectiveCapabilities"].as_array_mut() {
+                caps.push(json!("channels.incoming"));
+            }
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("still_granting.json", rule).await;
+    let told = "host.manifest-narrowing-requested";
+    assert_eq!(status(&doc, told), "fail", "{doc:#}");
+    assert!(detail(&doc, told).contains("still granting"), "{doc:#}");
+    let withdrawn = "host.manifest-withdrawn-refused";
+    assert_eq!(status(&doc, withdrawn), "skip", "{doc:#}");
+}

@@ -145,6 +145,9 @@ pub(super) struct Changes {
     since_fetch: u32,
     /// Of those, the Requests (§6.7: a change to the effective grant goes by Request).
     requested: u32,
+    /// Of those, the Requests that told the fetched narrowing: they left out, as sent, a
+    /// capability it withdrew ([`Run::tells_lost_at_fetch`]).
+    told: u32,
     /// The capabilities the last fetched manifest took out of the grant as the host read it
     /// (§6.7: a narrowing of the effective grant, which the host must tell by Request).
     lost_at_fetch: Vec<String>,
@@ -184,6 +187,7 @@ impl Default for Changes {
             unfetched: Vec::new(),
             since_fetch: 0,
             requested: 0,
+            told: 0,
             lost_at_fetch: Vec::new(),
             fetched_at: None,
             last_read: Some(served::manifest()),
@@ -248,6 +252,7 @@ impl Run {
         }
         self.changes.since_fetch = 0;
         self.changes.requested = 0;
+        self.changes.told = 0;
         self.changes.held.clear();
         self.changes.fetched_at = Some(Instant::now());
         let before = *self.policy.grant();
@@ -266,18 +271,28 @@ impl Run {
         self.changes.available_at_fetch = self.available_sets();
     }
 
-    /// Whether a policy Request granting `grant` tells the last fetched change's
-    /// narrowing (r4 finding 2): it is the first Request since that fetch and leaves out a
-    /// capability the fetch withdrew ([`Changes::lost_at_fetch`]), whatever else it grants.
-    /// Against the grant after the fetch, already narrowed, such a Request would read as a
-    /// pure widening (§6.7, §17.5 step 3: revoked host-first, then the Request).
-    pub(super) fn tells_lost_at_fetch(&self, grant: &mcpl::capability::Grant) -> bool {
+    /// Whether a policy Request offering `offered` (its grant as sent, not cut to the
+    /// advertisement) tells the last fetched change's narrowing (r4 finding 2): no Request
+    /// since that fetch told it yet, and this one leaves out a capability the fetch withdrew
+    /// ([`Changes::lost_at_fetch`]), whatever else it grants. Against the grant after the
+    /// fetch, already narrowed, such a Request would read as a pure widening (§6.7, §17.5
+    /// step 3: revoked host-first, then the Request). A Request still offering the withdrawn
+    /// capability tells nothing (§5.4: the host's grant still names it; §6.7).
+    pub(super) fn tells_lost_at_fetch(&self, offered: &mcpl::capability::Grant) -> bool {
         let c = &self.changes;
         c.watching
-            && c.requested == 0
-            && c.lost_at_fetch
-                .iter()
-                .any(|lost| !grant.capabilities().iter().any(|cap| cap.as_str() == lost))
+            && c.told == 0
+            && c.lost_at_fetch.iter().any(|lost| {
+                !offered
+                    .capabilities()
+                    .iter()
+                    .any(|cap| cap.as_str() == lost)
+            })
+    }
+
+    /// Notes a policy Request that told the fetched narrowing ([`Changes::told`]).
+    pub(super) fn narrowing_told(&mut self) {
+        self.changes.told = self.changes.told.saturating_add(1);
     }
 
     /// The feature sets available now, by name.

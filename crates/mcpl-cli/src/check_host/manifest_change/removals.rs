@@ -129,7 +129,7 @@ impl Run {
             self.record(NARROWING_TOLD, Status::Skip, d);
             return;
         }
-        if self.await_policy(deadline, |c| c.requested).await {
+        if self.await_policy(deadline, |c| c.told).await {
             let d = format!(
                 "the fetched narrowing withdrew {lost}, and the host told it by a \
                  featureSets/update Request (§6.7: reduced first, then the Request)"
@@ -145,7 +145,11 @@ impl Run {
             .fetched_at
             .map(|f| f.elapsed())
             .unwrap_or_default();
-        let how = if self.changes.since_fetch > 0 {
+        let how = if self.changes.requested > 0 {
+            "only a featureSets/update Request still granting it followed it (§5.4: the host's \
+             grant still names what the manifest withdrew; §6.7: the Request states the \
+             narrowed grant)"
+        } else if self.changes.since_fetch > 0 {
             "only a featureSets/update Notification followed it (§6.7: a grant change goes by \
              Request; host.policy-is-request)"
         } else {

@@ -50,13 +50,12 @@ impl Run {
                 "{cap} was not granted with a registered channel before the change: a \
                  channels/incoming refused now shows nothing of the withdrawal"
             ))
-        } else if self.changes.requested == 0 {
-            Some(
-                "no featureSets/update Request told the narrowing \
+        } else if self.changes.told == 0 {
+            Some(format!(
+                "no featureSets/update Request leaving out {cap} told the narrowing \
                  (host.manifest-narrowing-requested): the narrowed grant was never put in \
                  force by one"
-                    .to_owned(),
-            )
+            ))
         } else if self.policy.allows(WITHDRAWN) {
             Some(format!("a later policy Request granted {cap} again"))
         } else {

@@ -178,7 +178,9 @@ impl Run {
                 // first one after a fetched narrowing that leaves out what it withdrew tells
                 // that narrowing, whatever it adds (r4 finding 2: the grant before it here is
                 // the one the fetch already narrowed).
-                let tells = self.tells_lost_at_fetch(self.policy.grant());
+                // What the Request offered, as sent (§5.4, §6.7): one still granting the
+                // withdrawn capability tells no narrowing, whatever the advertisement cut.
+                let tells = receipt && self.tells_lost_at_fetch(self.policy.offered());
                 let narrows = tells
                     || grown(&before.0, self.policy.grant())
                     || grown(&before.1, self.policy.offered())
@@ -187,6 +189,9 @@ impl Run {
                         .any(|(name, was)| was.is_available() && !self.policy.is_available(name));
                 let widening = receipt && changed && !narrows;
                 self.policy_message_seen((changed, widening, true), "a featureSets/update Request");
+                if tells {
+                    self.narrowing_told();
+                }
                 // §6.7's order, probed before the receipt is written (the manifest-change
                 // phase's, `manifest_change::held`): a narrowing told is in force already,
                 // a widening not yet.
