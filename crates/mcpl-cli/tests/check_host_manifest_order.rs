@@ -213,3 +213,70 @@ async fn a_request_still_granting_the_withdrawn_capability_tells_no_narrowing() 
     let withdrawn = "host.manifest-withdrawn-refused";
     assert_eq!(status(&doc, withdrawn), "skip", "{doc:#}");
 }
+
+/// The check judging the withdrawn capability once the narrowing is in force.
+const WITHDRAWN: &str = "host.manifest-withdrawn-refused";
+
+/// A rule answering the checker's withdrawn probe (its one message `withdrawn-1`) itself
+/// with `answer` (given the request's id); everything else passes through.
+fn answering_withdrawn(answer: fn(Value) -> Value) -> Rule {
+    Box::new(move |to, v| {
+        let probe = v["params"]["messages"][0]["messageId"] == "withdrawn-1";
+        if to == To::Host && v["method"] == "channels/incoming" && probe {
+            return vec![(To::Checker, answer(v["id"].clone()))];
+        }
+        vec![(to, v)]
+    })
+}
+
+/// §6.6: a host refusing the withdrawn capability per message inside a result fails, the
+/// detail saying the defect is the refusal's form, not that it still honours it.
+#[tokio::test]
+async fn a_per_message_refusal_of_the_withdrawn_capability_fails_for_its_form() {
+    let rule = answering_withdrawn(|id| {
+        json!({ "jsonrpc": "2.0", "id": id, "result": { "results": [
+            { "messageId": "withdrawn-1", "accepted": false, "reason": "denied" } ] } })
+    });
+    let (_, doc) = run("withdrawn_form.json", rule).await;
+    assert_eq!(status(&doc, WITHDRAWN), "fail", "{doc:#}");
+    let d = detail(&doc, WITHDRAWN);
+    assert!(d.contains("refusal's form") && d.contains("§6.6"), "{d}");
+    assert!(!d.contains("still honours"), "{d}");
+}
+
+/// §14.6 documents `-32017` for lacking the capability to receive from a channel: a
+/// refusal with it warns (not `-32002`), without calling the code undocumented.
+#[tokio::test]
+async fn a_channel_not_permitted_refusal_of_the_withdrawn_capability_warns() {
+    let rule = answering_withdrawn(|id| {
+        json!({ "jsonrpc": "2.0", "id": id, "error": { "code": -32017,
+            "message": "Channel not permitted", "data": { "channelId": "check:a" } } })
+    });
+    let (_, doc) = run("withdrawn_32017.json", rule).await;
+    assert_eq!(status(&doc, WITHDRAWN), "warn", "{doc:#}");
+    let d = detail(&doc, WITHDRAWN);
+    assert!(d.contains("-32017") && d.contains("§14.6"), "{d}");
+    assert!(!d.contains("undocumented"), "{d}");
+}
+
+/// A host silent to `channels/incoming` after the narrowed fetch: the withdrawn probe is
+/// not sent (skipped, saying why), so the third change keeps its budget and its checks are
+/// judged.
+#[tokio::test]
+async fn a_host_silent_to_the_incoming_probe_skips_the_withdrawn_probe() {
+    let mut fetches = 0;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches += 1;
+        }
+        if to == To::Host && fetches == 2 && v["method"] == "channels/incoming" {
+            return vec![];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("withdrawn_silent.json", rule).await;
+    assert_eq!(status(&doc, WITHDRAWN), "skip", "{doc:#}");
+    assert!(detail(&doc, WITHDRAWN).contains("no answer"), "{doc:#}");
+    assert_eq!(status(&doc, IDS[3]), "pass", "{doc:#}");
+    assert_eq!(status(&doc, IDS[4]), "pass", "{doc:#}");
+}

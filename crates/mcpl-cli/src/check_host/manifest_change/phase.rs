@@ -65,7 +65,7 @@ impl Run {
             Ok(seen) => seen,
             Err(why) => return Some(why),
         };
-        let mut revoked = false;
+        let (mut revoked, mut answered) = (false, false);
         if incoming {
             let what = "channels/incoming for check:a".to_owned();
             let n = seen.defects.len();
@@ -74,6 +74,8 @@ impl Run {
             let probe = (ChannelsIncoming::NAME, params, again);
             self.refused_after(probe, &what, deadline, &mut seen).await;
             revoked = seen.defects.len() == n && seen.shown.last() == Some(&what);
+            // Shown only when it got a result or an error: silence shows nothing.
+            answered = seen.shown.contains(&what);
         }
         if self.closed {
             return None;
@@ -82,7 +84,8 @@ impl Run {
         if self.closed {
             return None;
         }
-        self.judge_withdrawn_refused(incoming, deadline).await;
+        self.judge_withdrawn_refused((incoming, answered), deadline)
+            .await;
         if self.closed {
             return None;
         }

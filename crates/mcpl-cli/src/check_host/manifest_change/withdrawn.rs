@@ -14,7 +14,13 @@
 //!   whatever it answered `host.manifest-removals-revoked`'s earlier probe with;
 //! - the refusal's code is §5.4/§14.6's for a denied capability, `-32002` (§6.6: hosts
 //!   "SHOULD" use it): another error refuses (the grant held) with the wrong code, a
-//!   warning; a result honours a withdrawn capability, a failure.
+//!   warning; `-32017` (channel not permitted, which App. A and §14.6 document for lacking
+//!   the capability to receive from a channel) warns too, named as documented; a result
+//!   honours a withdrawn capability, a failure, but for one refusing every message inside
+//!   the result (`accepted: false`): the refusal held, its form is the defect (§6.6: a
+//!   rejection is an error object), a failure said as that;
+//! - when the probe after the fetch got no answer, this one is not sent: a silent host
+//!   would spend a step of the phase's budget here, and the third change's checks lose it.
 
 use mcpl::capability::Capability;
 use mcpl::jsonrpc::codes;
@@ -37,8 +43,13 @@ const MESSAGE_ID: &str = "withdrawn-1";
 impl Run {
     /// Judges `host.manifest-withdrawn-refused` once the valid change's narrowing was told
     /// (called after [`Run::judge_narrowing_told`]); `held`, whether the checker held a
-    /// registered channel with `channels.incoming` granted before the change.
-    pub(super) async fn judge_withdrawn_refused(&mut self, held: bool, deadline: Instant) {
+    /// registered channel with `channels.incoming` granted before the change, and
+    /// `answered`, whether the `channels/incoming` probe after the fetch got an answer.
+    pub(super) async fn judge_withdrawn_refused(
+        &mut self,
+        (held, answered): (bool, bool),
+        deadline: Instant,
+    ) {
         let cap = WITHDRAWN.as_str();
         let lost = self.changes.lost_at_fetch.iter().any(|c| c == cap);
         let why = if !lost {
@@ -50,6 +61,12 @@ impl Run {
                 "{cap} was not granted with a registered channel before the change: a \
                  channels/incoming refused now shows nothing of the withdrawal"
             ))
+        } else if !answered {
+            Some(
+                "the channels/incoming probe after the fetch got no answer: another would \
+                 spend the phase's budget on a host that does not answer it"
+                    .to_owned(),
+            )
         } else if self.changes.told == 0 {
             Some(format!(
                 "no featureSets/update Request leaving out {cap} told the narrowing \
@@ -92,6 +109,14 @@ impl Run {
                 );
                 self.record(WITHDRAWN_REFUSED, Status::Pass, d);
             }
+            Reply::Error(e) if e.code == codes::CHANNEL_NOT_PERMITTED => {
+                let d = format!(
+                    "{what} refused -32017 once {told}: refused with the code App. A and \
+                     §14.6 document for lacking the capability to receive from a channel; \
+                     §5.4's code for a denied capability is -32002 (§6.6), a warning"
+                );
+                self.record(WITHDRAWN_REFUSED, Status::Warn, d);
+            }
             Reply::Error(e) => {
                 let d = format!(
                     "{what} refused {} once {told}: refused, but not with -32002, the code for \
@@ -99,6 +124,15 @@ impl Run {
                     e.code
                 );
                 self.record(WITHDRAWN_REFUSED, Status::Warn, d);
+            }
+            Reply::Result(r) if refuses_every_message(&r) => {
+                let d = format!(
+                    "{what} got {} once {told}: every message refused inside a result, so \
+                     the withdrawal held, but the refusal's form is wrong (§6.6: a \
+                     rejection is an error object; §5.4: -32002 for a denied capability)",
+                    Reply::Result(r).describe()
+                );
+                self.record(WITHDRAWN_REFUSED, Status::Fail, d);
             }
             Reply::Result(r) => {
                 let d = format!(
@@ -119,4 +153,17 @@ impl Run {
             }
         }
     }
+}
+
+/// Whether a `channels/incoming` result refuses every message it answers: a non-empty
+/// `results` list, each entry `accepted: false` (§14.5's per-message form).
+fn refuses_every_message(result: &serde_json::Value) -> bool {
+    result
+        .get("results")
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|r| {
+            !r.is_empty()
+                && r.iter()
+                    .all(|m| m.get("accepted") == Some(&serde_json::Value::Bool(false)))
+        })
 }
