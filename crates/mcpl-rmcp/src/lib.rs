@@ -767,7 +767,7 @@ impl<H: ServerHandler + Clone> McpFallback for Bridge<H> {
             let host_id = params
                 .as_ref()
                 .and_then(|p| p.get("requestId"))
-                .and_then(RequestId::from_value);
+                .and_then(RequestId::from_request_value);
             let found = host_id.and_then(|id| {
                 let mut pending = lock(&self.shared.pending);
                 let rid = pending.by_host.get(&id)?.clone();

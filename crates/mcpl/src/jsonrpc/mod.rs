@@ -79,19 +79,18 @@ fn exact_id(n: &serde_json::Number) -> bool {
 /// double, which `serde_json` writes back as it reads (`2.0` as `2.0`, `2.5` as `2.5`; a
 /// fraction finer than a double holds is answered as the double it rounds to, as a
 /// JavaScript peer reads it). Refused, as before: a number no double holds (`1e400`,
-/// refused by the parser) and a whole value outside the 64-bit integers (`18446744073709551617`,
-/// `1e30`), which was (or may have been) written as an integer this crate cannot echo
-/// digit for digit. The form is reported ([`RequestId::is_fractional`]). A response's id
-/// is never read so: it names a request of ours (§5), read exactly, or as the integer a
-/// whole float writes ([`whole_float_integer`]).
+/// refused by the parser) and a whole value of magnitude 2^53 or more written with a
+/// fraction or an exponent (`9007199254740993.0`, `1e30`): a double there may stand for
+/// several integers, so it could not be echoed as the same value (the bound
+/// [`whole_float_integer`] reads responses by). The form is reported
+/// ([`RequestId::is_fractional`]). A response's id is never read so: it names a request
+/// of ours (§5), read exactly, or as the integer a whole float writes
+/// ([`whole_float_integer`]).
 pub fn request_id_number(n: &serde_json::Number) -> bool {
-    /// 2^63 and 2^64: a double outside (-2^63, 2^64) that is whole may be an integer past
-    /// 64 bits rounded (`-9223372036854775809` reads as -2^63).
-    const BELOW: f64 = -9_223_372_036_854_775_808.0;
-    const ABOVE: f64 = 18_446_744_073_709_551_616.0;
     exact_id(n)
+        || whole_float_integer(n).is_some()
         || n.as_f64()
-            .is_some_and(|f| f.is_finite() && (f.fract() != 0.0 || (f > BELOW && f < ABOVE)))
+            .is_some_and(|f| f.is_finite() && f.fract() != 0.0)
 }
 
 impl From<i64> for RequestId {

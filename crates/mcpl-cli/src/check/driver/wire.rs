@@ -585,7 +585,7 @@ impl Session {
         };
         for id in answers
             .iter()
-            .filter_map(|a| a.get("id").and_then(RequestId::from_value))
+            .filter_map(|a| a.get("id").and_then(RequestId::from_request_value))
         {
             self.in_flight.answered(&id, frame);
         }

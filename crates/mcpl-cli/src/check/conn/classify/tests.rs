@@ -374,7 +374,13 @@ fn a_discarded_request_under_an_unusable_id_is_answered_under_null() {
             Some(9_i64.into()),
         ),
         (r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#, None),
-        (r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#, None),
+        // A fractional id is a request's id (JSON-RPC 2.0 §4: a SHOULD NOT), answered under
+        // it; a whole value past 64 bits may be a rounded integer, so no id.
+        (
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+            mcpl::jsonrpc::RequestId::from_request_value(&serde_json::json!(1.5)),
+        ),
+        (r#"{"jsonrpc":"2.0","id":1e30,"method":"x"}"#, None),
         (r#"{"jsonrpc":"2.0","id":{"a":1},"method":"x"}"#, None),
         (&long_id, None),
         (&long_method, Some(4_i64.into())),
