@@ -326,26 +326,31 @@ async fn every_id_is_answered_as_sent_and_cancelled_by_it() {
         assert!(answer["id"] == *id, "answered under another id");
         assert_eq!(text(&answer), n.to_string(), "{:.300}", answer.to_string());
     }
-    let id = json!(u64::MAX);
-    h.call_tool(id.clone(), "gate", "held").await;
-    gated.until_entered(1).await;
-    h.cancel(id.clone()).await;
-    let cancelled = h.next_response().await;
-    assert_eq!(cancelled["id"], id);
-    assert_eq!(cancelled["error"]["code"], mcpl_rmcp::REQUEST_CANCELLED);
-    // The id is free again, and served.
-    h.call_tool(id.clone(), "echo", "again").await;
-    let answer = h.next_response().await;
-    assert_eq!((&answer["id"], text(&answer)), (&id, "again"), "{answer}");
+    // A fractional id (JSON-RPC 2.0 §4: a SHOULD NOT, still an id) is cancelled by it as
+    // any other: the bridge read the cancel's `requestId` by the integer rule and dropped it.
+    for (k, id) in [json!(u64::MAX), json!(2.5)].into_iter().enumerate() {
+        h.call_tool(id.clone(), "gate", "held").await;
+        gated.until_entered(k + 1).await;
+        h.cancel(id.clone()).await;
+        let cancelled = h.next_response().await;
+        assert_eq!(cancelled["id"], id);
+        assert_eq!(cancelled["error"]["code"], mcpl_rmcp::REQUEST_CANCELLED);
+        // The id is free again, and served.
+        h.call_tool(id.clone(), "echo", "again").await;
+        let answer = h.next_response().await;
+        assert_eq!((&answer["id"], text(&answer)), (&id, "again"), "{answer}");
+    }
 }
 
-/// Ids the library does not read as ids (a fraction, an exponent, `-0`, which it could not
-/// echo digit for digit) are answered `-32600` with a `null` id, once each, and never reach
-/// rmcp; the connection goes on.
+/// A request id written with a fraction or an exponent (`1.0`, `-0`, `1e2`, `-0.0`): JSON-RPC
+/// 2.0 §4 says SHOULD NOT, so the request is valid, reaches rmcp and is answered under the
+/// same value (§5). A whole value past 2^53 so written (`1e30`) could stand for several
+/// integers: answered `-32600` under `null`, once, never reaching rmcp; the connection goes
+/// on.
 #[tokio::test]
-async fn numeric_ids_that_are_no_integers_are_refused_once_each() {
+async fn numeric_ids_that_are_no_integers_are_answered_under_the_same_value() {
     let mut h = Raw::mcp(serve(Gated::new()).await).await;
-    for raw in ["1.0", "-0", "1e2", "-0.0", "100"] {
+    for raw in ["1.0", "-0", "1e2", "-0.0", "1e30", "100"] {
         let line = format!(
             r#"{{"jsonrpc":"2.0","id":{raw},"method":"tools/call","params":{{"name":"echo","arguments":{{"tag":"{raw}"}}}}}}"#
         );
@@ -354,15 +359,12 @@ async fn numeric_ids_that_are_no_integers_are_refused_once_each() {
             .await
             .unwrap();
         let answer = h.next_response().await;
-        if raw == "100" {
-            assert_eq!(
-                (&answer["id"], text(&answer)),
-                (&json!(100), "100"),
-                "{answer}"
-            );
-        } else {
+        if raw == "1e30" {
             assert_eq!(answer["id"], Value::Null, "{raw}: {answer}");
             assert_eq!(answer["error"]["code"], -32600, "{raw}: {answer}");
+        } else {
+            let same: Value = serde_json::from_str(raw).unwrap();
+            assert_eq!((&answer["id"], text(&answer)), (&same, raw), "{answer}");
         }
     }
 }
