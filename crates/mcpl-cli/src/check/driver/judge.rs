@@ -226,8 +226,7 @@ impl Session {
             format!(
                 "{} and read as the integer id it equals: the same value, as JSON-RPC 2.0 §5 \
                  asks, but the request's id had no fraction, and a host that matches ids as \
-                 written (the library's peer, which refuses a numeric id that is not an \
-                 integer) would never pair the answer with its request",
+                 written would never pair the answer with its request",
                 self.integral_ids
                     .listed("answered an integer request id written with a fraction or exponent")
             )

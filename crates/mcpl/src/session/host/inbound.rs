@@ -338,8 +338,8 @@ impl HostState {
             let detail = match found {
                 None => "no requestId: nothing was cancelled".to_owned(),
                 Some(v) => format!(
-                    "requestId is a JSON {}, not a request id (a string or an integer): \
-                     nothing was cancelled",
+                    "requestId is a JSON {}, not a request id (a string or a number a request \
+                     id can be): nothing was cancelled",
                     crate::jsonrpc::json_type_name(v)
                 ),
             };
