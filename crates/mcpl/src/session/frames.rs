@@ -208,7 +208,8 @@ fn take_batch<S: FrameSide>(side: &mut S, now: Instant, message: &str, top: Top,
     let mut refusals = Vec::new();
     for (i, entry) in entries.into_iter().enumerate() {
         if side.frame_closed() {
-            return;
+            // The refusals collected are still owed their answers (`join` writes them).
+            break;
         }
         let twice = doubled.next_if(|(at, _)| *at == i).map(|(_, d)| d);
         refusals.extend(take_value(side, now, entry, twice));

@@ -429,3 +429,35 @@ fn s6_7_a_refused_policy_request_is_answered_as_not_applied() {
         json!({"method": "featureSets/update", "applied": false})
     );
 }
+
+/// JSON-RPC 2.0 §6: an entry that closes the machine mid-batch (here a failed `initialize`
+/// answer, §5.2) takes nothing more of the batch, but the refusals of the entries before it
+/// are still written: each was reported answered, so each is owed its answer.
+#[test]
+fn s6_a_batch_that_closes_the_machine_still_answers_what_it_refused() {
+    let mut p = Pair::new(&["pushEvents"], server_rules());
+    p.host.start(p.now);
+    p.collect();
+    let init: Value =
+        serde_json::from_str(p.to_server.front().expect("initialize sent")).expect("JSON");
+    p.to_server.clear();
+    let (wrote, out) = (p.host_wrote.len(), p.host_out.len());
+    let failed = json!({"jsonrpc": "2.0", "id": init["id"],
+        "error": {"code": -32603, "message": "no"}});
+    let text = json!([{"jsonrpc": "2.0", "id": "x", "method": 5}, failed, ping_of("y")]);
+    p.host.handle_frame(p.now, &text.to_string(), MAX_BATCH);
+    let outs = p.host_outputs_from(out);
+    assert!(
+        outs.iter()
+            .any(|o| matches!(o, HostOutput::Connected(Err(_)))),
+        "{outs:?}"
+    );
+    let frames = wrote_from(&mut p, wrote);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0]["id"], "x", "{frames:?}");
+    assert_eq!(frames[0]["error"]["code"], codes::INVALID_REQUEST);
+}
+
+fn ping_of(id: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
+}
