@@ -1,7 +1,7 @@
 //! `ServerState::handle_frame` (sans-I/O) against the async `Server` over a real pipe:
 //! for each frame of a list (batches of requests the machine answers itself, an empty
 //! batch, one past the bound, invalid entries, several messages on one line, junk, the
-//! policy Request in a batch), both write the same answers, frame by frame, and end in the
+//! policy Request in a batch, a request reusing an id taken earlier in its batch), both write the same answers, frame by frame, and end in the
 //! same grant (JSON-RPC 2.0 §5, §6; MCPL §6.7). The frames are raw JSON lines, every byte
 //! written by the test.
 #![cfg(feature = "runtime")]
@@ -68,6 +68,14 @@ fn frames() -> Vec<String> {
             r#"{"jsonrpc":"2.0","id":39,"method":"featureSets/update","params":{"#
         ),
         json!([policy(40)]).to_string(),
+        // A request reusing the id of one taken earlier in the batch is refused (its id in
+        // use, `peer::serving`); the policy Request so sent is not applied and grants
+        // nothing until the next (§6.7, §6.4 fail closed), in either order.
+        json!([ping(41), policy(41)]).to_string(),
+        json!([policy(42)]).to_string(),
+        json!([policy(43), ping(43)]).to_string(),
+        json!([policy(44), policy(44)]).to_string(),
+        json!([ping(45), ping(45), ping(46)]).to_string(),
         json!(over).to_string(),
     ]
 }
@@ -81,8 +89,20 @@ struct Wire {
 
 impl Wire {
     async fn start() -> Wire {
+        Wire::start_with(&[Capability::PushEvents]).await
+    }
+
+    /// A server whose feature set `work` uses `caps`, with a tool `hold` that never
+    /// returns.
+    async fn start_with(caps: &[Capability]) -> Wire {
         let server = Server::builder("diff", "1")
-            .feature_set("work", "Work", &[Capability::PushEvents])
+            .feature_set("work", "Work", caps)
+            .tool(
+                "hold",
+                "Never returns",
+                json!({"type": "object"}),
+                |_s, _p| std::future::pending(),
+            )
             .build()
             .expect("server builds");
         let (a, b) = tokio::io::duplex(1 << 20);
@@ -157,4 +177,58 @@ async fn the_sans_io_server_answers_every_frame_as_the_async_server_does() {
             "frame {n}: {frame:.200}"
         );
     }
+}
+
+/// §6.7, §6.4 fail closed: a policy Request, then a `ping`, under the id of a request still
+/// with the application (a tool call that never returns; handed out by the sans-I/O
+/// server) are refused alike by both (id in use, the policy not applied), and both then
+/// hold no grant until the next policy Request.
+#[tokio::test]
+async fn a_request_under_the_id_of_one_in_flight_is_refused_as_the_async_server_refuses_it() {
+    let manifest = json!({"version": "0.5", "pushEvents": {},
+        "featureSets": {"work": {"uses": ["pushEvents", "tools"]}}});
+    let mut rules =
+        ServerRules::new(json!({"name": "diff", "version": "1"}), manifest).expect("rules");
+    rules.mcp_capabilities.insert("tools".into(), json!({}));
+    let mut state = ServerState::new(rules);
+    let mut wire = Wire::start_with(&[Capability::PushEvents, Capability::Tools]).await;
+    let policy = |id: u64| {
+        let mut p = policy(id);
+        p["params"]["effectiveCapabilities"] = json!(["pushEvents", "tools"]);
+        p
+    };
+    state_answers(&mut state, INITIALIZE);
+    state_answers(&mut state, INITIALIZED);
+    wire.send(INITIALIZE).await;
+    wire.lines
+        .next_line()
+        .await
+        .expect("read")
+        .expect("the answer");
+    wire.send(INITIALIZED).await;
+    let call = json!({"jsonrpc": "2.0", "id": 61, "method": "tools/call",
+        "params": {"name": "hold", "arguments": {}}});
+    let frames = [
+        policy(60).to_string(),
+        call.to_string(),
+        policy(61).to_string(),
+        policy(62).to_string(),
+        ping(61).to_string(),
+    ];
+    for (n, frame) in frames.iter().enumerate() {
+        let sans_io = state_answers(&mut state, frame);
+        let async_server = wire.answers(frame, n).await;
+        assert_eq!(sans_io, async_server, "frame {n}: {frame:.200}");
+        assert_eq!(
+            state.grant().allows(Capability::PushEvents),
+            wire.session.granted(Capability::PushEvents),
+            "frame {n}: {frame:.200}"
+        );
+        if n == 2 {
+            assert_eq!(sans_io.len(), 1, "{sans_io:?}");
+            assert_eq!(sans_io[0]["error"]["data"]["applied"], false, "{sans_io:?}");
+            assert!(!state.grant().allows(Capability::PushEvents));
+        }
+    }
+    assert!(state.grant().allows(Capability::PushEvents));
 }

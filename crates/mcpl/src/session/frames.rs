@@ -206,13 +206,17 @@ fn take_batch<S: FrameSide>(side: &mut S, now: Instant, message: &str, top: Top,
     let mut doubled = doubled.into_iter().peekable();
     let mark = side.output_mark();
     let mut refusals = Vec::new();
+    // The ids of the requests taken so far in this batch (at most its entries): a later
+    // request under one is refused, as the peer refuses it (`peer::serving`: an earlier
+    // entry of the same batch is in flight while the later one is read).
+    let mut taken = HashSet::new();
     for (i, entry) in entries.into_iter().enumerate() {
         if side.frame_closed() {
             // The refusals collected are still owed their answers (`join` writes them).
             break;
         }
         let twice = doubled.next_if(|(at, _)| *at == i).map(|(_, d)| d);
-        refusals.extend(take_value(side, now, entry, twice));
+        refusals.extend(take_value(side, now, entry, twice, Some(&mut taken)));
     }
     side.join_answers(mark, refusals, &ids);
 }
@@ -223,12 +227,15 @@ fn take_batch<S: FrameSide>(side: &mut S, now: Instant, message: &str, top: Top,
 /// side's own it names ([`crate::jsonrpc::invalid_then`]). The policy message so refused on
 /// a side that answers it is answered as not applied and refused unread (§6.7). Gives the
 /// refusal to write (in a batch, the peer writes the refusals first, then the answers as
-/// they come); the caller writes it.
+/// they come); the caller writes it. `taken`: in a batch, the ids of its requests taken
+/// so far; a valid request under one of them is refused ([`refuse_id_in_use`]), never
+/// taken.
 pub(crate) fn take_value<S: FrameSide>(
     side: &mut S,
     now: Instant,
     value: Value,
     doubled: Option<crate::jsonrpc::doubled::Doubled>,
+    taken: Option<&mut HashSet<RequestId>>,
 ) -> Option<Response> {
     let shape = crate::jsonrpc::Shape::of(&value);
     let policy = (side.answers_policy()
@@ -238,6 +245,9 @@ pub(crate) fn take_value<S: FrameSide>(
         None => crate::policy::Form::Notification,
     });
     let invalid = match crate::jsonrpc::doubled::from_value_read(value, doubled) {
+        Ok(Message::Request(r)) if taken.is_some_and(|t| !t.insert(r.id.clone())) => {
+            return Some(refuse_id_in_use(side, &r));
+        }
         Ok(msg) => {
             side.take_message(now, msg);
             return None;
@@ -250,25 +260,51 @@ pub(crate) fn take_value<S: FrameSide>(
             None
         }
         InvalidThen::Answer(_) | InvalidThen::AnswerUnlessOurs(_) => {
-            let mut error = invalid.answer_error();
-            if policy.is_some() {
-                error = crate::jsonrpc::head::policy_not_applied(error, true);
-            }
-            let InvalidMessage { id, reason } = invalid;
-            side.unreadable(id.as_ref(), reason, true);
-            if let Some(form) = policy {
-                side.policy_unread(form);
-            }
-            Some(Response {
-                id,
-                outcome: Err(error),
-            })
+            Some(refuse(side, invalid, policy))
         }
         InvalidThen::Fail(_) => {
             side.fail_invalid(now, invalid);
             None
         }
     }
+}
+
+/// An invalid message answered `-32600` under its id (or `null`), reported as answered:
+/// the refusal to write. `policy`: it is the policy message in that form, on a side that
+/// answers it: the answer says it was not applied, and it is refused unread (§6.7, §6.4
+/// fail closed), as the peer refuses it (`peer::refused::answered_invalid`).
+pub(crate) fn refuse<S: FrameSide>(
+    side: &mut S,
+    invalid: InvalidMessage,
+    policy: Option<crate::policy::Form>,
+) -> Response {
+    let mut error = invalid.answer_error();
+    if policy.is_some() {
+        error = crate::jsonrpc::head::policy_not_applied(error, true);
+    }
+    let InvalidMessage { id, reason } = invalid;
+    side.unreadable(id.as_ref(), reason, true);
+    if let Some(form) = policy {
+        side.policy_unread(form);
+    }
+    Response {
+        id,
+        outcome: Err(error),
+    }
+}
+
+/// Request `r` under an id in use (a request of the sender's still in flight, or taken
+/// earlier in the same batch): refused, never run, as the peer refuses it
+/// (`peer::serving`; [`InvalidMessage::id_in_use`]); the policy Request so sent on a side
+/// that answers it is not applied and grants nothing until the next one
+/// (`ServerState::handle_policy_unread_as`, §6.7, §6.4 fail closed). The refusal to write.
+pub(crate) fn refuse_id_in_use<S: FrameSide>(
+    side: &mut S,
+    r: &crate::jsonrpc::Request,
+) -> Response {
+    let policy = (side.answers_policy() && r.method == crate::jsonrpc::head::POLICY)
+        .then_some(crate::policy::Form::Request);
+    refuse(side, InvalidMessage::id_in_use(r.id.clone()), policy)
 }
 
 /// Several messages on one line ([`crate::jsonrpc::several_values`]): reported once, each

@@ -771,11 +771,10 @@ impl ServerState {
             self.before_initialized(&r.method);
         }
         if self.handed.contains_key(&r.id) {
-            // JSON-RPC ids are unique among requests in flight: its answer would answer
-            // both, whatever its method (a `ping`, the policy Request …), so it is not
-            // acted on.
-            let e = ErrorObject::invalid_request("a request with this id is in flight");
-            return self.respond(r.id, Err(e));
+            // JSON-RPC ids are unique among requests in flight: refused, whatever its method,
+            // as the async `Server` refuses it (the policy Request so sent grants nothing).
+            let refusal = crate::session::frames::refuse_id_in_use(self, &r);
+            return self.respond(r.id, refusal.outcome);
         }
         let route = route_host_request(
             &r.method,

@@ -26,7 +26,9 @@ impl HostState {
     ///   (or handed out, [`HostOutput::Request`]) under its id, a notification handled; an
     ///   entry that is no valid message is answered `-32600` under its id when
     ///   request-shaped (or `null`), else it fails the request of ours it names (the one
-    ///   rule, [`crate::jsonrpc::invalid_then`]). An empty batch, or one past the bound, is
+    ///   rule, [`crate::jsonrpc::invalid_then`]). A request under the id of one taken
+    ///   earlier in the same batch, or of one the application still holds, is refused
+    ///   `-32600` (id in use, the peer's `peer::serving` rule), never run. An empty batch, or one past the bound, is
     ///   answered with one `-32600` under `null` (one of responses only past the bound is
     ///   owed nothing; each request of ours it answers fails).
     /// - Several complete messages on one line (a framing defect: one message per line,
@@ -341,7 +343,7 @@ impl HostState {
             .then(|| crate::jsonrpc::repeated::first_repeated(message))
             .flatten()
             .map(crate::jsonrpc::doubled::Doubled::Within);
-        if let Some(refusal) = take_value(self, now, value, doubled) {
+        if let Some(refusal) = take_value(self, now, value, doubled, None) {
             let Response { id, outcome } = refusal;
             if let Err(error) = outcome {
                 crate::session::frames::answer_refused(self, id, error);

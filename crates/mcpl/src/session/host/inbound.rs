@@ -61,6 +61,14 @@ impl HostState {
     }
 
     pub(super) fn on_request(&mut self, now: Instant, r: Request) {
+        if self.app_pending.contains(&r.id) {
+            // The server's mistake (MCP: a sender does not reuse an id within the session;
+            // the answers could not be told apart, JSON-RPC 2.0 §5): whatever its method,
+            // refused and reported, never run, as the async host's peer refuses it first
+            // (`peer::serving`, the one rule for every request, `session::frames`).
+            let refusal = crate::session::frames::refuse_id_in_use(self, &r);
+            return self.respond(r.id, refusal.outcome);
+        }
         // §4.1, JSON-RPC 2.0 §5.1: a notification-only method sent with an id is answered
         // as the server answers one (the one rule), and reported: the server's mistake.
         if let Some(e) = crate::session::admission::notification_as_request(&r.method) {
@@ -92,20 +100,6 @@ impl HostState {
                     if let Err(e) = checked {
                         return self.respond(r.id, Err(e));
                     }
-                }
-                if self.app_pending.contains(&r.id) {
-                    // The server's mistake (MCP: a sender does not reuse an id within the
-                    // session), so reported as well as answered, as a malformed one is. A
-                    // sans-I/O driver meets it here; over a `HostSession` the peer refused
-                    // it first (`peer::serving`, the one rule for every request), in the
-                    // same words (`InvalidMessage::id_in_use`).
-                    let invalid = crate::jsonrpc::InvalidMessage::id_in_use(r.id.clone());
-                    let id = r.id.to_value();
-                    self.diag(HostDiagnostic::BadParams {
-                        method: r.method.clone(),
-                        detail: format!("id {id}: {}; answered -32600", invalid.reason),
-                    });
-                    return self.respond(r.id, Err(invalid.answer_error()));
                 }
                 // Answers the application still owes count against the same bound as what
                 // it has not drained: a slow application cannot be handed requests unbounded.

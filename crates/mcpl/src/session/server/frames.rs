@@ -36,7 +36,10 @@ impl ServerState {
     ///   Request (§6.7) in a batch is taken as the peer takes it: a valid one is applied
     ///   and answered like any request of the batch; one refused (invalid, or in a batch
     ///   refused whole) is refused unread ([`Self::handle_policy_unread_as`], §6.4 fail
-    ///   closed), its answer saying it was not applied. An empty batch, or one past the
+    ///   closed), its answer saying it was not applied. A request under the id of one
+    ///   taken earlier in the same batch, or of one still with the application, is refused
+    ///   `-32600` (id in use, the peer's `peer::serving` rule), never run; the policy
+    ///   Request so sent is refused unread alike. An empty batch, or one past the
     ///   bound, is answered with one `-32600` under `null` (one of responses only past the
     ///   bound is owed nothing; each request of the server's own it answers fails).
     /// - Several complete messages on one line (a framing defect: one message per line,
@@ -149,7 +152,7 @@ impl FrameSide for ServerState {
                     .flatten();
                 match value.as_mut().and_then(|v| self.whole_float_own(v)) {
                     Some(()) => {
-                        let refusal = value.and_then(|v| take_value(self, now, v, None));
+                        let refusal = value.and_then(|v| take_value(self, now, v, None, None));
                         if let Some(Response {
                             id,
                             outcome: Err(error),

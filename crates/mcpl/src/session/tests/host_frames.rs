@@ -430,6 +430,85 @@ fn s6_7_a_refused_policy_request_is_answered_as_not_applied() {
     );
 }
 
+/// MCP base protocol (an id is not reused while its request is in flight), JSON-RPC 2.0 §5,
+/// §6: a request reusing the id of one taken earlier in the same batch is refused `-32600`
+/// (id in use), never run, as the async host's peer refuses it (`peer::serving`). Before,
+/// both `push/event`s were delivered and answered.
+#[test]
+fn s6_a_request_reusing_an_id_taken_earlier_in_its_batch_is_refused() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    p.collect();
+    let (wrote, out) = (p.host_wrote.len(), p.host_out.len());
+    let mut first = push(0, "e1");
+    first["id"] = json!("e");
+    let mut second = push(0, "e2");
+    second["id"] = json!("e");
+    p.host
+        .handle_frame(p.now, &json!([first, second]).to_string(), MAX_BATCH);
+    let frames = wrote_from(&mut p, wrote);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    let answers = frames[0].as_array().expect("one array");
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers[0]["id"], "e");
+    assert_eq!(answers[0]["error"]["code"], codes::INVALID_REQUEST);
+    assert!(
+        answers[0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("in use")),
+        "{answers:?}"
+    );
+    assert_eq!(answers[1]["id"], "e");
+    assert!(answers[1].get("result").is_some(), "{answers:?}");
+    let outs = p.host_outputs_from(out);
+    let delivered = outs
+        .iter()
+        .filter(|o| matches!(o, HostOutput::Event(HostEvent::Push { .. })))
+        .count();
+    assert_eq!(delivered, 1, "{outs:?}");
+    let reported = host_diags(&mut p, out).into_iter().any(|d| {
+        matches!(d, HostDiagnostic::Unreadable { id, detail, answered: true }
+            if id.as_deref() == Some("\"e\"") && detail.contains("in use"))
+    });
+    assert!(reported);
+}
+
+/// MCP base protocol, JSON-RPC 2.0 §5: every request under the id of one the application
+/// still holds is refused (id in use), whatever its method, as the async host refuses it.
+/// Before, only `inference/request` and `model/info` were checked: a `ping` so sent was
+/// answered `{}`.
+#[test]
+fn s5_any_request_under_the_id_of_one_the_application_holds_is_refused() {
+    let mut rules = server_rules();
+    rules.manifest["modelInfo"] = json!({});
+    let mut p = Pair::new(&["modelInfo"], rules);
+    p.host = HostState::new(HostRules::new(["modelInfo"]), p.now, SystemTime::UNIX_EPOCH)
+        .expect("host rules");
+    p.host.start(p.now);
+    p.drive();
+    assert!(p.host.grant().allows(Capability::ModelInfo));
+    let (wrote, out) = (p.host_wrote.len(), p.host_out.len());
+    let info = json!({"jsonrpc": "2.0", "id": 7, "method": "model/info"});
+    p.host.handle_frame(p.now, &info.to_string(), MAX_BATCH);
+    let ping = json!({"jsonrpc": "2.0", "id": 7, "method": "ping"});
+    p.host.handle_frame(p.now, &ping.to_string(), MAX_BATCH);
+    let outs = p.host_outputs_from(out);
+    let handed = outs
+        .iter()
+        .filter(|o| matches!(o, HostOutput::Request { .. }))
+        .count();
+    assert_eq!(handed, 1, "{outs:?}");
+    let frames = wrote_from(&mut p, wrote);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0]["id"], 7);
+    assert_eq!(frames[0]["error"]["code"], codes::INVALID_REQUEST);
+    assert!(
+        frames[0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("in use")),
+        "{frames:?}"
+    );
+}
+
 /// JSON-RPC 2.0 §6: an entry that closes the machine mid-batch (here a failed `initialize`
 /// answer, §5.2) takes nothing more of the batch, but the refusals of the entries before it
 /// are still written: each was reported answered, so each is owed its answer.

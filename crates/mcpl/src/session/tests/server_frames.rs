@@ -311,3 +311,94 @@ fn s5_a_whole_float_id_answers_the_servers_own_request() {
         .collect();
     assert_eq!(got, [(a, true), (b, true), (c, false)]);
 }
+
+/// MCP base protocol (an id is not reused while its request is in flight), JSON-RPC 2.0 §5,
+/// §6; §6.7, §6.4 fail closed: a request reusing the id of one taken earlier in the same
+/// batch is refused `-32600` (id in use), never run, as the async server's peer refuses it
+/// (`peer::serving`); the policy Request so sent is not applied and grants nothing until
+/// the next one. Before, both were answered and the policy applied.
+#[test]
+fn s6_7_a_request_reusing_an_id_taken_earlier_in_its_batch_is_refused() {
+    let (mut p, _, from) = connected();
+    assert!(p.server.grant().allows(Capability::PushEvents));
+    let text = json!([ping(json!(1)), policy_request(&p, 1)]).to_string();
+    p.server.handle_frame(p.now, &text, MAX_BATCH);
+    let frames = server_frames(&mut p);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    let answers = frames[0].as_array().expect("one array");
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    // The refusal first, as the peer writes a batch's refusals before its answers.
+    assert_eq!(answers[0]["id"], 1);
+    assert_eq!(answers[0]["error"]["code"], codes::INVALID_REQUEST);
+    assert!(
+        answers[0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("in use")),
+        "{answers:?}"
+    );
+    assert_eq!(answers[0]["error"]["data"]["applied"], false, "{answers:?}");
+    assert_eq!(answers[1], json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
+    assert!(!p.server.grant().allows(Capability::PushEvents));
+    let reported = unreadable(&p, from);
+    assert!(
+        reported
+            .iter()
+            .any(|(id, detail, answered)| id.as_deref() == Some("1")
+                && detail.contains("in use")
+                && *answered),
+        "{reported:?}"
+    );
+    // The other order: the policy Request taken (granting), the ping after it refused.
+    let text = json!([policy_request(&p, 2), ping(json!(2))]).to_string();
+    p.server.handle_frame(p.now, &text, MAX_BATCH);
+    let frames = server_frames(&mut p);
+    let answers = frames[0].as_array().expect("one array");
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers[0]["id"], 2);
+    assert_eq!(answers[0]["error"]["code"], codes::INVALID_REQUEST);
+    assert!(answers[0]["error"].get("data").is_none(), "{answers:?}");
+    assert_eq!(answers[1]["result"]["accepted"], true, "{answers:?}");
+    assert!(p.server.grant().allows(Capability::PushEvents));
+}
+
+/// §6.7, §6.4 fail closed: a policy Request under the id of a request still with the
+/// application is refused as the async server refuses it (id in use, not applied), and
+/// the grant before it no longer holds. Before, it was refused without saying so and the
+/// previous grant stayed.
+#[test]
+fn s6_7_a_policy_request_under_the_id_of_a_request_in_flight_grants_nothing() {
+    let (mut p, _, from) = connected();
+    assert!(p.server.grant().allows(Capability::PushEvents));
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "example/work", "params": {}});
+    p.server.handle_frame(p.now, &call.to_string(), MAX_BATCH);
+    assert!(server_frames(&mut p).is_empty());
+    let policy = policy_request(&p, 9).to_string();
+    p.server.handle_frame(p.now, &policy, MAX_BATCH);
+    let frames = server_frames(&mut p);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0]["id"], 9);
+    assert_eq!(frames[0]["error"]["code"], codes::INVALID_REQUEST);
+    assert!(
+        frames[0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("in use")),
+        "{frames:?}"
+    );
+    assert_eq!(frames[0]["error"]["data"]["applied"], false, "{frames:?}");
+    assert!(!p.server.grant().allows(Capability::PushEvents));
+    assert!(unreadable(&p, from)
+        .iter()
+        .any(|(id, _, answered)| id.as_deref() == Some("9") && *answered));
+    // A ping under it: refused alike, and the application's answer still goes out.
+    p.server
+        .handle_frame(p.now, &ping(json!(9)).to_string(), MAX_BATCH);
+    let frames = server_frames(&mut p);
+    assert_eq!(frames[0]["error"]["code"], codes::INVALID_REQUEST);
+    assert!(frames[0]["error"].get("data").is_none(), "{frames:?}");
+    p.server
+        .answer(RequestId::from(9u64), Ok(json!({"content": []})))
+        .expect("answered");
+    let frames = server_frames(&mut p);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0]["result"], json!({"content": []}));
+}
