@@ -29,8 +29,9 @@ pub enum Transmission {
     /// The answers to one batch the machine read (JSON-RPC 2.0 §6), written as one array,
     /// as the async peer writes them: only `handle_frame` writes it
     /// ([`HostState::handle_frame`](super::HostState::handle_frame),
-    /// [`ServerState::handle_frame`](super::ServerState::handle_frame)), with at least two
-    /// answers, when every answer the batch is owed was produced while it was read.
+    /// [`ServerState::handle_frame`](super::ServerState::handle_frame)), with at least one
+    /// answer (an array even of one, as the peer writes it), when every answer the batch is
+    /// owed was produced while it was read.
     Batch(Vec<Response>),
 }
 

@@ -41,7 +41,7 @@ impl HostState {
     /// The answers to a batch (JSON-RPC 2.0 §6 asks them in one array once all are
     /// processed, a SHOULD): when every answer it is owed is written while it is read
     /// (refusals, and requests the machine answers itself, such as `ping`), they go out as
-    /// one array frame ([`Transmission::Batch`]; one answer alone as its own frame), as the
+    /// one array frame ([`Transmission::Batch`], an array even of one answer), as the
     /// async host writes them. When a request of the batch is handed to the application
     /// ([`HostOutput::Request`]), each answer goes out as its own frame, in the order the
     /// machine gives it (the application's when it answers): holding the others until it

@@ -53,8 +53,8 @@ impl ServerState {
     ///
     /// The answers to a batch: when every answer it is owed is written while it is read
     /// (refusals, and requests the machine answers itself: `ping`, the policy Request,
-    /// `initialize` …), they go out as one array frame ([`Transmission::Batch`]; one answer
-    /// alone as its own frame), as the async server writes them (JSON-RPC 2.0 §6, a
+    /// `initialize` …), they go out as one array frame ([`Transmission::Batch`], an array
+    /// even of one answer), as the async server writes them (JSON-RPC 2.0 §6, a
     /// SHOULD). When a request of the batch is handed to the application
     /// ([`ServerOutput::Request`]), each answer goes out as its own frame, in the order the
     /// machine gives it (the application's when it answers): every answer carries its
