@@ -199,7 +199,7 @@ fn take_batch<S: FrameSide>(side: &mut S, now: Instant, message: &str, top: Top,
     let ids: HashSet<RequestId> = entries
         .iter()
         .filter(|v| v.get("method").is_some())
-        .filter_map(|v| v.get("id").and_then(RequestId::from_value))
+        .filter_map(|v| v.get("id").and_then(RequestId::from_request_value))
         .collect();
     let mut entries = entries;
     let doubled = side.prepare_entries(message, &mut entries);

@@ -82,6 +82,18 @@ fn s6_a_batch_of_requests_is_answered_in_one_array() {
         server_frames(&mut p),
         [json!([{"jsonrpc": "2.0", "id": 3, "result": {}}])]
     );
+    // A fractional id (JSON-RPC 2.0 §4, a SHOULD NOT) is a request's id: its answer joins
+    // the array too (it went out alone, after an array of the others).
+    let text =
+        r#"[{"jsonrpc":"2.0","id":4,"method":"ping"},{"jsonrpc":"2.0","id":2.5,"method":"ping"}]"#;
+    p.server.handle_frame(p.now, text, MAX_BATCH);
+    assert_eq!(
+        server_frames(&mut p),
+        [json!([
+            {"jsonrpc": "2.0", "id": 4, "result": {}},
+            {"jsonrpc": "2.0", "id": 2.5, "result": {}},
+        ])]
+    );
 }
 
 /// JSON-RPC 2.0 §6: notifications in a batch are handled and owed nothing; an invalid
