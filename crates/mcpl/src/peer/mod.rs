@@ -127,6 +127,7 @@ mod ids;
 mod incoming;
 mod outbox;
 mod oversized;
+mod owner;
 mod pieces;
 #[cfg(test)]
 mod policy_unread_tests;
@@ -149,8 +150,8 @@ pub use errors::*;
 pub use incoming::*;
 pub(crate) use outbox::Outbox;
 pub use oversized::{rest_refusals, RestRefusal, RestRefusals};
+pub(crate) use owner::AnswerWeight;
 use reader::*;
-pub(crate) use shared::AnswerWeight;
 use shared::*;
 use text::*;
 use writer::*;
