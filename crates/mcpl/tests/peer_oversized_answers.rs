@@ -516,3 +516,53 @@ async fn the_requests_of_an_oversized_line_past_what_was_kept_are_answered() {
         not_kept[0]
     );
 }
+
+/// A discarded frame is a frame on the wire: it takes its number (`TapEvent::frame`), and
+/// the failure of the request it answered, delivered in order, is told with that number
+/// (`Incoming::frame`), not the number of the text frame before it.
+#[tokio::test]
+async fn the_failure_an_oversized_answer_delivers_names_its_own_frame() {
+    use mcpl::peer::{FrameDirection, Tap, TapEvent};
+    use std::sync::{Arc, Mutex};
+    let numbers: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let seen = numbers.clone();
+    let tap = Tap::new(move |ev: TapEvent<'_>| {
+        if ev.direction == FrameDirection::Inbound {
+            seen.lock().unwrap().push(ev.frame);
+        }
+    });
+    let (peer, mut incoming, mut raw) = raw_peer(PeerConfig {
+        tap: Some(tap),
+        ..config()
+    });
+    let id = peer.send_request("big", None, |_| {}).await.unwrap();
+    let request = raw.recv_line().await;
+    // Frame 1: a notification; frame 2: the answer, over the limit; frame 3: another.
+    let note = json!({"jsonrpc": "2.0", "method": "note"}).to_string();
+    let text = format!("{note}\n{}\n{note}", big_answer(&request, 5000));
+    raw.send(&text).await;
+    assert!(matches!(
+        next(&mut incoming).await,
+        Some(Ordered::Message(_))
+    ));
+    assert_eq!(incoming.frame(), 1);
+    match next(&mut incoming).await {
+        Some(Ordered::Response(r)) => assert_eq!(r.id, Some(id.clone())),
+        other => panic!("expected the request's failure, got {other:?}"),
+    }
+    assert_eq!(incoming.frame(), 2, "the failure names the discarded frame");
+    assert!(matches!(
+        next(&mut incoming).await,
+        Some(Ordered::Message(_))
+    ));
+    assert_eq!(incoming.frame(), 3);
+    // The tap sees the text frames only; their numbers skip the discarded one.
+    assert_eq!(*numbers.lock().unwrap(), [1, 3]);
+}
+
+async fn next(incoming: &mut mcpl::peer::Incoming) -> Option<Ordered> {
+    let fut = incoming.recv_ordered();
+    tokio::time::timeout(GUARD, fut)
+        .await
+        .expect("deadlock guard")
+}

@@ -21,9 +21,13 @@ pub struct TapEvent<'a> {
     pub at: SystemTime,
     /// The frame text as on the wire (without the line terminator).
     pub text: &'a str,
-    /// For a received frame, its number on the connection: 1 for the first text frame the
-    /// reader took, +1 for each one after it, in wire order (a batch is one frame); the
-    /// frame a `host::HostSession` diagnostic was raised for is named by this number
+    /// For a received frame, its number on the connection: 1 for the first frame the reader
+    /// took, +1 for each one after it, in wire order (a batch is one frame). A frame
+    /// discarded unread (over [`PeerConfig::max_message_size`], over the partial-message
+    /// budget, not text) takes its number too though it is never tapped, so the numbers
+    /// match the wire and skip it here; what fails because of it (the request it answered)
+    /// is told with its number ([`crate::peer::Incoming::frame`]). The frame a
+    /// `host::HostSession` diagnostic was raised for is named by this number
     /// (`host::DiagnosticTap`). 0 for a sent frame.
     pub frame: u64,
 }

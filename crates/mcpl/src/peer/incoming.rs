@@ -436,8 +436,8 @@ impl Incoming {
     }
 
     /// The number of the received frame ([`super::TapEvent::frame`]) the last message or
-    /// response taken from here was read from (an entry of a batch: the batch's); 0 before
-    /// any. A consumer that handles what it takes in turn reads here which frame it handles.
+    /// response taken from here was read from (an entry of a batch: the batch's; the failure
+    /// of a request whose answer was discarded unread: the discarded frame's); 0 before any. A consumer that handles what it takes in turn reads here which frame it handles.
     pub fn frame(&self) -> u64 {
         self.frame
     }

@@ -207,12 +207,9 @@ pub(super) enum Later {
     /// A large text to read on the blocking pool ([`read_off_worker`]).
     OffWorker(String),
     /// An item (counted in the inbox already) the full incoming queue has no room for, and
-    /// the batch's items after it (the item boxed: the rare path, kept out of the size of
-    /// every [`Taken`]).
-    Room {
-        item: Box<Item>,
-        rest: std::vec::IntoIter<Parsed>,
-    },
+    /// the batch's items after it, in the box [`take_read`] made ([`Full`]): waiting for
+    /// room allocates nothing more.
+    Room(Full),
     /// The same, for one of several messages on a line ([`take_pieces`]), and the
     /// messages after it, still to read.
     Pieces(Box<Pieces>),
@@ -239,7 +236,10 @@ impl Later {
     ) -> bool {
         loop {
             let (mut item, mut rest, pieces) = match self {
-                Later::Room { item, rest } => (*item, rest, None),
+                Later::Room(full) => {
+                    let (item, rest) = *full;
+                    (item, rest, None)
+                }
                 Later::Pieces(p) => {
                     let Pieces {
                         item,
@@ -336,10 +336,7 @@ pub(super) fn deliver_refused(
     let mut failed = failed.into_iter();
     match deliver_all(shared, &mut failed, inbound, replies) {
         None => Taken::Done(true),
-        Some(item) => Taken::Later(Later::Room {
-            item: Box::new(item),
-            rest: failed,
-        }),
+        Some(item) => Taken::Later(Later::Room(Box::new((item, failed)))),
     }
 }
 
@@ -352,6 +349,11 @@ fn take_frame(
     spare: &mut Option<String>,
     replies: &mut Outbox,
 ) -> Taken {
+    // Every frame on the wire takes a number, a discarded one too (what fails for it is
+    // told with its number, not the previous frame's: `TapEvent::frame`). Only this task
+    // writes it: a load and a store, no read-modify-write on every frame.
+    let number = shared.frames_read.load(Ordering::Relaxed).wrapping_add(1);
+    shared.frames_read.store(number, Ordering::Relaxed);
     let text = match frame {
         Frame::Text(t) => t,
         Frame::Oversized { bytes, limit } => {
@@ -398,7 +400,6 @@ fn take_frame(
             return deliver_refused(shared, failed, inbound, replies);
         }
     };
-    shared.frames_read.fetch_add(1, Ordering::Relaxed);
     shared.tap(FrameDirection::Inbound, &text);
     let (trimmed, json_lead) = message_read(&text);
     // Blank: JSON whitespace and a byte order mark only (RFC 8259 §2); other whitespace
@@ -455,11 +456,7 @@ fn take_frame(
     *spare = Some(text);
     match take_read(shared, read, inbound, replies) {
         Ok(ok) => Taken::Done(ok),
-        Err(full) => {
-            let (item, rest) = *full;
-            let item = Box::new(item);
-            Taken::Later(Later::Room { item, rest })
-        }
+        Err(full) => Taken::Later(Later::Room(full)),
     }
 }
 

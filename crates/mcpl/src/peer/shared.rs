@@ -137,7 +137,8 @@ pub(super) struct Shared {
     /// The length of the frame the reader is taking: each request read from it weighs that
     /// much. Written and read by the reader alone.
     pub(super) reading: AtomicUsize,
-    /// Text frames the reader took ([`TapEvent::frame`] of the newest). Reader only.
+    /// Frames the reader took, discarded ones too ([`TapEvent::frame`] of the newest).
+    /// Written by the reader only (a load and a store).
     pub(super) frames_read: AtomicU64,
     /// Signalled when `owed` drops to zero after EOF (the only time anyone waits for it).
     pub(super) owed_settled: Notify,
