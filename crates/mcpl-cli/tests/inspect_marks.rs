@@ -471,3 +471,50 @@ fn a_method_only_diagnostic_marks_the_frame_it_was_raised_for() {
         diags[0]
     );
 }
+
+/// Every entry of a batch shares the batch's frame number, so a diagnostic naming only a
+/// method, raised for entry 0, marked entry 1 of the same method (the newest unmarked).
+/// The session names the entry too (`RaisedFor::entry`): entry 0, the defective one (no
+/// `requestId`), is marked, and the diagnostic's `marked` says so.
+#[test]
+fn a_method_only_diagnostic_marks_the_batch_entry_it_was_raised_for() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let batch = json!([cancelled(json!({})), cancelled(json!({ "requestId": 999 }))]);
+    std::thread::spawn(move || server(listener, manifest(), vec![batch]));
+    let is_diag = |e: &Value| {
+        e["kind"] == "diagnostic"
+            && e["preview"]
+                .as_str()
+                .is_some_and(|p| p.contains("invalid_params"))
+    };
+    let is_batch = |e: &Value| {
+        e["dir"] == "received"
+            && e["preview"]
+                .as_str()
+                .is_some_and(|p| p.starts_with('[') && p.contains("notifications/cancelled"))
+    };
+    let log = repl_log_until(addr, |es| es.iter().any(is_diag) && es.iter().any(is_batch));
+    let frame = log
+        .iter()
+        .find(|e| is_batch(e))
+        .expect("the batch is logged");
+    let marked: Vec<Option<u64>> = marks(frame)
+        .into_iter()
+        .filter(|(rule, _, _)| rule == "invalid_params")
+        .map(|(_, _, entry)| entry)
+        .collect();
+    assert_eq!(
+        marked,
+        [Some(0)],
+        "entry 0 is marked, entry 1 is not: {frame}"
+    );
+    let diags: Vec<&Value> = log.iter().filter(|e| is_diag(e)).collect();
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(
+        diags[0]["marked"],
+        json!({ "seq": frame["seq"], "entry": 0 }),
+        "{}",
+        diags[0]
+    );
+}

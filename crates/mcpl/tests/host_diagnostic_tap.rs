@@ -9,7 +9,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mcpl::host::{DiagnosticTap, HostConfig, HostDiagnostic, HostSession};
+use mcpl::host::{DiagnosticTap, HostConfig, HostDiagnostic, HostSession, RaisedFor};
 use mcpl::peer::{FrameDirection, PeerConfig, Tap, TapEvent};
 use serde_json::{json, Value};
 
@@ -26,7 +26,7 @@ async fn recv(raw: &mut Raw) -> Value {
 /// A frame the message tap saw: its number, direction and text.
 type Tapped = (u64, FrameDirection, String);
 /// A diagnostic the diagnostic tap was told, with its frame.
-type Told = (HostDiagnostic, Option<u64>);
+type Told = (HostDiagnostic, Option<RaisedFor>);
 
 fn cancelled(params: Value) -> Value {
     json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": params })
@@ -44,7 +44,7 @@ async fn a_diagnostic_names_the_frame_it_was_raised_for() {
     });
     let diags: Arc<Mutex<Vec<Told>>> = Arc::default();
     let told = diags.clone();
-    let diagnostic_tap = DiagnosticTap::new(move |d: &HostDiagnostic, frame: Option<u64>| {
+    let diagnostic_tap = DiagnosticTap::new(move |d: &HostDiagnostic, frame: Option<RaisedFor>| {
         told.lock().unwrap().push((d.clone(), frame));
     });
     let (peer, incoming, mut raw) = raw_peer(PeerConfig {
@@ -93,14 +93,16 @@ async fn a_diagnostic_names_the_frame_it_was_raised_for() {
         .all(|(n, _, _)| *n == 0));
     let (first, second) = (number(&defective), number(&batch));
     assert!(number(&fine) == first + 1 && second == first + 2);
-    let bad: Vec<Option<u64>> = diags
+    let bad: Vec<Option<RaisedFor>> = diags
         .lock()
         .unwrap()
         .iter()
         .filter(|(d, _)| matches!(d, HostDiagnostic::BadParams { method, .. } if method == "notifications/cancelled"))
         .map(|(_, frame)| *frame)
         .collect();
-    assert_eq!(bad, [Some(first), Some(second)]);
+    // The batch's one entry is named by its index too.
+    let at = |frame, entry| Some(RaisedFor { frame, entry });
+    assert_eq!(bad, [at(first, None), at(second, Some(0))]);
     // The stream carries the same diagnostics.
     let mut streamed = 0;
     while let Ok(d) = streams.diagnostics.try_recv() {

@@ -17,7 +17,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime};
 
 use mcpl::capability::Requirement;
-use mcpl::host::{DiagnosticTap, HostConfig, HostDiagnostic, HostSession, RequestHandler};
+use mcpl::host::{
+    DiagnosticTap, HostConfig, HostDiagnostic, HostSession, RaisedFor, RequestHandler,
+};
 use mcpl::jsonrpc::{ErrorObject, InvalidMessage, Message, ParseError, RequestId, Response};
 use mcpl::peer::{FrameDirection, PeerConfig, Tap, TapEvent};
 use mcpl::protocol::push::timestamp_millis;
@@ -738,7 +740,7 @@ impl Engine {
     /// the received frame whose handling raised it ([`Engine::on_diagnostic`]).
     fn diagnostic_tap(&self, generation: u64) -> DiagnosticTap {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
-        DiagnosticTap::new(move |d: &HostDiagnostic, frame: Option<u64>| {
+        DiagnosticTap::new(move |d: &HostDiagnostic, frame: Option<RaisedFor>| {
             if let Some(inner) = weak.upgrade() {
                 Engine { inner }.on_diagnostic(generation, d, frame);
             }
@@ -747,11 +749,11 @@ impl Engine {
 
     /// One diagnostic of the session: logged with its rule and §, and the frame it is
     /// about marked. `frame`, the peer's number of the received frame whose handling raised
-    /// it, picks that frame for a diagnostic that names only a method (a frame of the
-    /// method read later is not it, however soon it was read); without it (raised by no
-    /// frame, or the frame is no longer kept) the newest frame of the method not yet marked
-    /// for the rule is taken.
-    fn on_diagnostic(&self, generation: u64, d: &HostDiagnostic, frame: Option<u64>) {
+    /// it and, in a batch, the entry's index, picks that frame (that entry) for a
+    /// diagnostic that names only a method (a frame of the method read later, or another
+    /// entry of the batch, is not it); without it (raised by no frame, or the frame is no
+    /// longer kept) the newest frame of the method not yet marked for the rule is taken.
+    fn on_diagnostic(&self, generation: u64, d: &HostDiagnostic, frame: Option<RaisedFor>) {
         let (mark, about) = rules::diagnostic(d);
         let method = match &about {
             About::Method(m) => Some(m.clone()),
@@ -771,7 +773,10 @@ impl Engine {
                 matches!(u.kind, Kind::Request | Kind::Notification) && u.method == Some(m)
             };
             // The frame it was raised for, when the session said and the log keeps it.
-            let raised_for = |u: &Unit<'_>| frame.is_some() && u.frame == frame;
+            // In a batch, the entry too: its entries share the batch's number.
+            let raised_for = |u: &Unit<'_>| {
+                frame.is_some_and(|f| u.frame == Some(f.frame) && u.entry == f.entry)
+            };
             let marked = match &about {
                 About::Method(m) => mark_latest(&mut log, &|u| raised_for(u) && of_method(u, m))
                     .or_else(|| mark_latest(&mut log, &|u| of_method(u, m))),

@@ -95,11 +95,23 @@ pub type RequestHandler = Arc<dyn Fn(&str, Value) -> HandlerFuture + Send + Sync
 pub struct DiagnosticTap(pub(super) Arc<DiagnosticFn>);
 
 /// What a [`DiagnosticTap`] calls: the diagnostic and the received frame it was raised for.
-pub type DiagnosticFn = dyn Fn(&HostDiagnostic, Option<u64>) + Send + Sync;
+pub type DiagnosticFn = dyn Fn(&HostDiagnostic, Option<RaisedFor>) + Send + Sync;
+
+/// The received frame a diagnostic was raised for ([`DiagnosticTap`]): its number
+/// ([`crate::peer::TapEvent::frame`]) and, for an entry of a batch, the entry's index
+/// (JSON-RPC 2.0 §6), since every entry of a batch shares the batch's number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaisedFor {
+    /// The frame's number on the connection.
+    pub frame: u64,
+    /// The index of the batch entry being handled ([`crate::peer::Incoming::entry`]);
+    /// `None` for a frame that is no batch.
+    pub entry: Option<usize>,
+}
 
 impl DiagnosticTap {
     /// Wraps a callback.
-    pub fn new(f: impl Fn(&HostDiagnostic, Option<u64>) + Send + Sync + 'static) -> Self {
+    pub fn new(f: impl Fn(&HostDiagnostic, Option<RaisedFor>) + Send + Sync + 'static) -> Self {
         DiagnosticTap(Arc::new(f))
     }
 }

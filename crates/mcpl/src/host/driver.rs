@@ -165,7 +165,7 @@ pub(super) struct Driver {
     /// The number of the received frame whose message or response is being handled
     /// ([`Incoming::frame`]), told with each diagnostic to the application's
     /// [`DiagnosticTap`]; `None` while any other input is.
-    pub(super) frame: Option<u64>,
+    pub(super) frame: Option<RaisedFor>,
 }
 
 pub(super) fn closed_error(peer: &Peer) -> HostError {
@@ -297,7 +297,10 @@ impl Driver {
         let mut counted = false;
         // What is raised from here to the end of this input was raised for this frame.
         self.frame = match input {
-            Input::Wire(_) => Some(self.incoming.frame()).filter(|n| *n > 0),
+            Input::Wire(_) => (self.incoming.frame() > 0).then(|| RaisedFor {
+                frame: self.incoming.frame(),
+                entry: self.incoming.entry(),
+            }),
             _ => None,
         };
         match input {

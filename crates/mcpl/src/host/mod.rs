@@ -379,7 +379,7 @@ fn report_diag(
     label: &std::sync::OnceLock<String>,
     diags: &queue::Sender<HostDiagnostic>,
     lost: &Mutex<Lost>,
-    tap: Option<(&DiagnosticTap, Option<u64>)>,
+    tap: Option<(&DiagnosticTap, Option<RaisedFor>)>,
     d: HostDiagnostic,
 ) {
     // What the server chose is kept only in part (`session::DIAGNOSTIC_TEXT_BYTES`): each

@@ -273,8 +273,9 @@ impl Drop for IncomingRequest {
 pub struct Incoming {
     pub(super) rx: queue::Receiver<Item>,
     pub(super) shared: Arc<Shared>,
-    /// The number of the frame the last item taken came from ([`Incoming::frame`]).
-    pub(super) frame: u64,
+    /// The number of the frame the last item taken came from ([`Incoming::frame`]), and
+    /// its entry's index + 1 in a batch (0: no batch entry, [`Incoming::entry`]).
+    pub(super) frame: (u64, u32),
 }
 
 /// What the incoming queue carries: the other side's messages, and the responses to
@@ -300,6 +301,8 @@ pub(super) struct FrameOf {
     pub(super) bytes: usize,
     /// Its frame's number on the connection ([`super::TapEvent::frame`]).
     pub(super) frame: u64,
+    /// For an entry of a batch, its index in the batch + 1; 0 otherwise.
+    pub(super) entry: u32,
 }
 
 impl FrameOf {
@@ -309,6 +312,7 @@ impl FrameOf {
         FrameOf {
             bytes: shared.reading.load(Ordering::Relaxed),
             frame: shared.frames_read.load(Ordering::Relaxed),
+            entry: shared.entry_now.load(Ordering::Relaxed),
         }
     }
 }
@@ -403,7 +407,7 @@ impl Incoming {
         let item = self.rx.recv().await?;
         self.shared.inbox_taken();
         if let Some(t) = item.taken() {
-            self.frame = t.frame;
+            self.frame = (t.frame, t.entry);
         }
         Some(match item {
             Item::Message(m, _) => Typed::Ordered(Ordered::Message(m)),
@@ -439,7 +443,16 @@ impl Incoming {
     /// response taken from here was read from (an entry of a batch: the batch's; the failure
     /// of a request whose answer was discarded unread: the discarded frame's); 0 before any. A consumer that handles what it takes in turn reads here which frame it handles.
     pub fn frame(&self) -> u64 {
-        self.frame
+        self.frame.0
+    }
+
+    /// For the last message or response taken from here, when it was an entry of a batch
+    /// (JSON-RPC 2.0 §6), its index in that batch ([`Incoming::frame`] numbers the batch);
+    /// `None` for a frame that is no batch, and for the failure of a request whose answer
+    /// came in a batch discarded or refused unread (the entry was never read).
+    pub fn entry(&self) -> Option<usize> {
+        let n = self.frame.1.checked_sub(1)?;
+        usize::try_from(n).ok()
     }
 
     /// Waits until the connection has ended and returns why.

@@ -409,6 +409,7 @@ impl Peer {
             owed_bytes: AtomicUsize::new(0),
             reading: AtomicUsize::new(0),
             frames_read: AtomicU64::new(0),
+            entry_now: std::sync::atomic::AtomicU32::new(0),
             owed_settled: Notify::new(),
             read_eof: std::sync::atomic::AtomicBool::new(false),
             in_order: Mutex::new(HashSet::new()),
@@ -433,7 +434,7 @@ impl Peer {
         let incoming = Incoming {
             rx: in_rx,
             shared,
-            frame: 0,
+            frame: (0, 0),
         };
         (peer, incoming)
     }

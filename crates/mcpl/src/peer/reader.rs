@@ -160,6 +160,9 @@ pub(super) enum Parsed {
     /// The owner told of a policy message refused unread, in this form (a Request's reply in
     /// a batch's answer or written already; a Notification is never answered).
     PolicyUnread(crate::policy::Form),
+    /// What follows is batch entry `n - 1` (`Shared::entry_now`, [`Incoming::entry`]):
+    /// put before each entry of a batch that delivers something; delivers nothing itself.
+    Entry(u32),
 }
 
 /// Whether `method` is the policy Request (§6.7) on a connection whose owner answers it
@@ -349,11 +352,11 @@ fn take_frame(
     spare: &mut Option<String>,
     replies: &mut Outbox,
 ) -> Taken {
-    // Every frame on the wire takes a number, a discarded one too (what fails for it is
-    // told with its number, not the previous frame's: `TapEvent::frame`). Only this task
-    // writes it: a load and a store, no read-modify-write on every frame.
+    // Every frame on the wire takes a number, a discarded one too (`TapEvent::frame`);
+    // only this task writes it: a load and a store, no read-modify-write per frame.
     let number = shared.frames_read.load(Ordering::Relaxed).wrapping_add(1);
     shared.frames_read.store(number, Ordering::Relaxed);
+    shared.entry_now.store(0, Ordering::Relaxed);
     let text = match frame {
         Frame::Text(t) => t,
         Frame::Oversized { bytes, limit } => {
@@ -641,7 +644,10 @@ fn take_top(
                             refused.push(v);
                             items.push(Parsed::PolicyUnread(form));
                         }
-                        other => items.push(other),
+                        // Its index, told with what it delivers (`Incoming::entry`).
+                        other => {
+                            items.extend([Parsed::Entry(u32::try_from(i + 1).unwrap_or(0)), other])
+                        }
                     }
                 }
             }
@@ -743,6 +749,10 @@ fn deliver_now(
             Item::PolicyUnread(form)
         }
         Some(Parsed::PolicyUnread(form)) => Item::PolicyUnread(form),
+        Some(Parsed::Entry(n)) => {
+            shared.entry_now.store(n, Ordering::Relaxed);
+            return Ok(());
+        }
         // Weighed by the frame being taken (`Shared::reading`: a batch entry's share).
         // With the number of that frame (`Shared::frames_read`), which the consumer reads
         // back as the frame it handles (`Incoming::frame`).

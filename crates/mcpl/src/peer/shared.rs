@@ -140,6 +140,9 @@ pub(super) struct Shared {
     /// Frames the reader took, discarded ones too ([`TapEvent::frame`] of the newest).
     /// Written by the reader only (a load and a store).
     pub(super) frames_read: AtomicU64,
+    /// The entry of the batch frame being delivered ([`FrameOf::entry`]): its index + 1, 0
+    /// for none (a frame that is no batch). Written by the reader only.
+    pub(super) entry_now: std::sync::atomic::AtomicU32,
     /// Signalled when `owed` drops to zero after EOF (the only time anyone waits for it).
     pub(super) owed_settled: Notify,
     /// Set once the other side ended its stream: no response can arrive any more.
