@@ -128,7 +128,8 @@ pub struct Entry {
     /// empty for any other frame.
     pub parts: Vec<Part>,
     /// For a diagnostic, the frame its mark was put on ([`Marked`]); `None` when it marked
-    /// none (no frame is its subject, or the frame was not found or no longer kept).
+    /// none (no frame is its subject, the frame was not found or no longer kept, or it
+    /// already carried its most marks, [`MAX_MARKS`], and this one was dropped).
     pub marked: Option<Marked>,
     /// For a received frame, the number the library's peer gave it on its connection
     /// ([`mcpl::peer::TapEvent::frame`]), which names it in a diagnostic
@@ -221,19 +222,22 @@ impl Entry {
     }
 
     /// Adds `mark` unless it is there or the entry has its most; returns what it added
-    /// against the log's byte bound.
-    fn mark(&mut self, mark: Mark) -> usize {
+    /// against the log's byte bound, `None` when it was dropped for the bound.
+    fn mark(&mut self, mark: Mark) -> Option<usize> {
         let most = if self.parts.is_empty() {
             MAX_MARKS
         } else {
             MAX_BATCH_MARKS
         };
-        if self.marks.len() >= most || self.marks.contains(&mark) {
-            return 0;
+        if self.marks.contains(&mark) {
+            return Some(0);
+        }
+        if self.marks.len() >= most {
+            return None;
         }
         let cost = mark_cost(&mark);
         self.marks.push(mark);
-        cost
+        Some(cost)
     }
 
     /// What marks are put on, oldest first: the frame itself, or, for a batch whose entries
@@ -634,14 +638,16 @@ impl Log {
         });
         if let Some(e) = self.entries.back_mut() {
             for entry in strays {
-                self.text_bytes += e.mark(Mark {
-                    rule: STRAY_RESPONSE.into(),
-                    section: "JSON-RPC 2.0",
-                    detail: "answers no request of the host on the wire: written before the \
+                self.text_bytes += e
+                    .mark(Mark {
+                        rule: STRAY_RESPONSE.into(),
+                        section: "JSON-RPC 2.0",
+                        detail: "answers no request of the host on the wire: written before the \
                              request under its id, to an id never sent, or a second answer"
-                        .into(),
-                    entry,
-                });
+                            .into(),
+                        entry,
+                    })
+                    .unwrap_or(0);
             }
         }
         self.evict();
@@ -822,8 +828,11 @@ impl Log {
         let first = self.entries.front().map(|e| e.seq)?;
         let index = usize::try_from(seq.saturating_sub(first)).unwrap_or(usize::MAX);
         let e = self.entries.get_mut(index)?;
-        self.text_bytes += e.mark(mark);
+        // Dropped at the entry's bound: it marked nothing (`Entry::marked`).
+        let added = e.mark(mark);
+        self.text_bytes += added.unwrap_or(0);
         self.evict();
+        added?;
         self.get(seq).map(|_| (seq, entry))
     }
 

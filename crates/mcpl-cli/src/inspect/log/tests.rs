@@ -321,3 +321,30 @@ fn a_diagnostic_entry_names_the_frame_it_marked() {
         json!({ "seq": 5, "entry": 1 })
     );
 }
+
+/// A frame that already carries [`MAX_MARKS`] takes no more: a diagnostic whose mark was
+/// dropped there marked nothing, so its `marked` is `None` (`null`), not that frame.
+#[test]
+fn a_mark_dropped_at_the_cap_names_no_frame() {
+    let mut log = Log::default();
+    log.record_frame(
+        1,
+        Dir::Received,
+        SystemTime::now(),
+        r#"{"jsonrpc":"2.0","method":"push/event","params":{}}"#,
+    );
+    let mark = |i: usize| Mark {
+        rule: format!("rule_{i}"),
+        section: "§9.2",
+        detail: String::new(),
+        entry: None,
+    };
+    for i in 0..MAX_MARKS {
+        assert_eq!(log.mark_latest(|_| true, mark(i)), Some((1, None)));
+    }
+    assert_eq!(log.mark_latest(|_| true, mark(MAX_MARKS)), None);
+    assert_eq!(log.mark_fresh(|_| true, mark(MAX_MARKS + 1)), None);
+    assert_eq!(marks_of(&log, 1).len(), MAX_MARKS);
+    // The same mark again is there already: it names the frame.
+    assert_eq!(log.mark_latest(|_| true, mark(0)), Some((1, None)));
+}
