@@ -85,12 +85,23 @@ pub type RequestHandler = Arc<dyn Fn(&str, Value) -> HandlerFuture + Send + Sync
 
 /// A callback told every diagnostic of a [`HostSession`] as it is reported, before it is
 /// queued on [`HostStreams::diagnostics`] (which it does not replace: a full queue drops
-/// there, never here), with the number of the received frame ([`crate::peer::TapEvent::frame`])
-/// whose handling raised it: `None` when no received frame did (a timer, a call of the
-/// application, a handler's answer, a defect of the connection the peer reports). The
-/// session handles received frames one at a time in wire order, so a diagnostic about a
-/// frame names that frame, not a later one of the same method the reader already took. It
-/// runs on the session's own task, so it must be quick and must not wait on the session.
+/// there, never here), with the received frame ([`crate::peer::TapEvent::frame`]; in a
+/// batch, the entry too, [`RaisedFor`]) whose handling raised it. The session handles
+/// received frames one at a time in wire order, so a diagnostic about a frame names that
+/// frame, not a later one of the same method the reader already took.
+///
+/// `None` when no frame the session was handling raised it: a timer, a call of the
+/// application, a handler's answer, and every `HostDiagnostic::Connection` the peer raises,
+/// those about a frame too (`JunkLine`, `ParseError`, `InvalidMessage`, `Busy`,
+/// `BatchTooLarge`, `Oversized` …): the peer reports them from its reader, its writer or
+/// the application's threads, where which frame is meant is not known.
+///
+/// Where it runs: a diagnostic of the session's own on the session's task; a connection
+/// diagnostic where the peer raises it (its reader or writer task, or the thread of the
+/// application's call), inside the peer's diagnostics channel's lock. So it must be quick,
+/// must not wait on the session, and must neither send on that connection nor do anything
+/// that raises a diagnostic on it (that would wait on the lock it is called under). A
+/// connection diagnostic raised after the session's driver ended is not told.
 #[derive(Clone)]
 pub struct DiagnosticTap(pub(super) Arc<DiagnosticFn>);
 
