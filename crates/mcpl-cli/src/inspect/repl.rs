@@ -465,7 +465,8 @@ fn event_line(msg: &Value, json_out: bool) -> Option<String> {
     Some(line)
 }
 
-/// Queues events for stdout as they come ([`output::Lines::event`], never waiting) until
+/// Queues events for stdout as they come ([`output::Lines::event`], never waiting; a waiting
+/// request's notice waits for room, [`output::Lines::result`]) until
 /// the engine goes away, stdout is gone or the task is aborted. A lag of the live stream is
 /// counted with the events the queue had no room for, and told with them.
 fn print_events(engine: &Engine, out: output::Lines, json_out: bool) -> JoinHandle<()> {
@@ -479,7 +480,14 @@ fn print_events(engine: &Engine, out: output::Lines, json_out: bool) -> JoinHand
             let Some(line) = event_line(&msg, json_out) else {
                 continue;
             };
-            if !out.event(line) {
+            // A waiting request's notice is what the user answers from: it waits for room,
+            // never dropped ([`output`]); the live stream meanwhile lags, told as a resync.
+            let shown = if msg["type"] == "request" {
+                out.result(line).await
+            } else {
+                out.event(line)
+            };
+            if !shown {
                 break;
             }
         }

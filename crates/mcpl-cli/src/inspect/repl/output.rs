@@ -5,8 +5,10 @@
 //! Lines reach the writer thread through a queue of at most [`OUTPUT_LINES`] lines:
 //! - a command's result waits for room (the next command is read only once it is queued),
 //!   which holds up only the command loop;
-//! - an event (a push, a channel message, a waiting request) that finds the queue full is
-//!   dropped and counted, and the count is told as a lag of the live stream is told
+//! - a waiting request's notice (`{"request": …}`, `* M waiting: answer ID TEXT`) waits for
+//!   room as a result does: the user needs it to answer (at most `engine::MAX_PENDING` wait
+//!   at once), so it is never dropped;
+//! - an event (a push, a channel message) that finds the queue full is dropped and counted, and the count is told as a lag of the live stream is told
 //!   (`{"resync": {"missed": N}}` with `--json`, `* N events were not shown` without),
 //!   before the next event or result that finds room, or at the end of the REPL.
 
@@ -45,15 +47,19 @@ impl Lines {
     /// Queues an event's line without waiting: past [`OUTPUT_LINES`] it is dropped and
     /// counted (a count not yet told goes first). False once stdout is gone.
     pub fn event(&self, line: String) -> bool {
-        let untold = self.missed.swap(0, Ordering::SeqCst);
-        if untold > 0 {
-            match self.tx.try_send(self.note(untold)) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) => {
-                    self.lost(untold + 1);
+        if self.missed.load(Ordering::SeqCst) > 0 {
+            // The note's room is held before the count is taken, so no line queued by
+            // another caller meanwhile goes ahead of a count taken before it.
+            match self.tx.try_reserve() {
+                Ok(permit) => match self.missed.swap(0, Ordering::SeqCst) {
+                    0 => drop(permit),
+                    n => permit.send(self.note(n)),
+                },
+                Err(TrySendError::Full(())) => {
+                    self.lost(1);
                     return true;
                 }
-                Err(TrySendError::Closed(_)) => return false,
+                Err(TrySendError::Closed(())) => return false,
             }
         }
         match self.tx.try_send(line) {
@@ -74,10 +80,18 @@ impl Lines {
 
     /// Queues the note of the events not shown and not told yet, if any, waiting for room.
     async fn tell(&self) -> bool {
-        match self.missed.swap(0, Ordering::SeqCst) {
-            0 => true,
-            n => self.tx.send(self.note(n)).await.is_ok(),
+        if self.missed.load(Ordering::SeqCst) == 0 {
+            return true;
         }
+        // Room first, then the count ([`Lines::event`]).
+        let Ok(permit) = self.tx.reserve().await else {
+            return false;
+        };
+        match self.missed.swap(0, Ordering::SeqCst) {
+            0 => drop(permit),
+            n => permit.send(self.note(n)),
+        }
+        true
     }
 }
 
