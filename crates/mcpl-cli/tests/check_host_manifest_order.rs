@@ -280,3 +280,70 @@ async fn a_host_silent_to_the_incoming_probe_skips_the_withdrawn_probe() {
     assert_eq!(status(&doc, IDS[3]), "pass", "{doc:#}");
     assert_eq!(status(&doc, IDS[4]), "pass", "{doc:#}");
 }
+
+/// A proxy rule for a host that handles nothing else while a `featureSets/update` Request
+/// of its own awaits its receipt (§6.7 does not require it to answer meanwhile): what the
+/// checker sends then reaches the host only after that receipt, in order. Once the
+/// partially invalid manifest (the third fetch) is read, it also grants what that manifest
+/// adds by a Request of its own (`widen-deaf`, its receipt kept from the library host, which
+/// still refuses both).
+fn deaf_until_receipt() -> Rule {
+    let mut pending: Vec<Value> = Vec::new();
+    let mut kept: Vec<Value> = Vec::new();
+    let mut fetches = Vec::new();
+    let mut answered = 0;
+    Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        if to == To::Checker && v["method"] == "featureSets/update" && v.get("id").is_some() {
+            pending.push(v["id"].clone());
+            return vec![(to, v)];
+        }
+        if to == To::Checker {
+            return vec![(to, v)];
+        }
+        let mut out = Vec::new();
+        if v.get("method").is_none() && pending.contains(&v["id"]) {
+            pending.retain(|p| *p != v["id"]);
+            if v["id"] != "widen-deaf" {
+                out.push((To::Host, v.clone()));
+            }
+            if pending.is_empty() {
+                out.extend(kept.drain(..).map(|k| (To::Host, k)));
+            }
+            return out;
+        }
+        if !pending.is_empty() {
+            kept.push(v);
+            return out;
+        }
+        out.push((To::Host, v.clone()));
+        if v.get("method").is_none() && fetches.contains(&v["id"]) {
+            answered += 1;
+            if answered == 3 {
+                pending.push(json!("widen-deaf"));
+                let widen = json!({ "jsonrpc": "2.0", "id": "widen-deaf",
+                    "method": "featureSets/update", "params": { "effectiveCapabilities":
+                        ["pushEvents", "channels.register", "channels.incoming", "modelInfo",
+                         "contextHooks.beforeInference.inject.beforeUser"] } });
+                out.push((To::Checker, widen));
+            }
+        }
+        out
+    })
+}
+
+/// §6.7: a conforming host answering nothing while its Request's receipt is outstanding
+/// loses the phase no budget to the probes sent while the receipt is held: each is bounded
+/// by the hold's own bound and, once one got no answer, none is sent again, so the partial
+/// change's and the additions' checks are still judged, and nothing fails (silence is no
+/// acceptance).
+#[tokio::test]
+async fn a_host_deaf_while_its_receipt_is_held_still_gets_the_later_checks_judged() {
+    let (_, doc) = run("deaf_until_receipt.json", deaf_until_receipt()).await;
+    assert_eq!(phase_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(status(&doc, IDS[2]), "pass", "{doc:#}");
+    assert_eq!(status(&doc, IDS[3]), "pass", "{doc:#}");
+    assert_eq!(status(&doc, IDS[4]), "pass", "{doc:#}");
+}

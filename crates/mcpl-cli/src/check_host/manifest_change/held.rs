@@ -9,15 +9,24 @@
 //!
 //! Judged by wire order: each probe is written after the Request was read and before its
 //! receipt is written, so the host has sent the Request and cannot have read the receipt.
-//! Only during the manifest-change phase, within its budget (a step at most per probe), and
-//! only when no hold's own loop is running ([`Run::call_held`]); a probe that got neither a
-//! result nor an error shows nothing.
+//! Only during the manifest-change phase, within its budget, and only when no hold's own
+//! loop is running ([`Run::call_held`]); a probe that got neither a result nor an error
+//! shows nothing (silence is never acceptance).
+//!
+//! Reading (finding F3): §6.7 does not require a host to answer anything while its Request
+//! awaits the receipt, so a conforming host may leave every held probe unanswered. So the
+//! probes cost the phase little: each is bounded as a hold is ([`Run::hold_each`]: half a
+//! step, at most 1 s), not by a step; once one got no answer, none is sent again in the
+//! run; the held `channels/incoming` of a capability advertised again is sent only when the
+//! probe after the narrowed fetch was answered; and a request the checker was awaiting
+//! when the Request came is given the time spent back ([`Run::held_waited`]).
 
 use mcpl::capability::{Capability, Grant};
 use mcpl::protocol::channels::ChannelsIncoming;
 use mcpl::protocol::model::ModelInfoRequest;
 use mcpl::protocol::Method;
 use serde_json::{json, Value};
+use tokio::time::Instant;
 
 use super::super::served;
 use super::super::session::{Reply, Run};
@@ -50,7 +59,7 @@ impl Run {
     /// probe for it ([`Run::held_probe_of`]), before the receipt is written.
     pub(in crate::check_host) async fn probe_held_receipt(&mut self, before: Grant, tells: bool) {
         let c = &self.changes;
-        if !c.watching || c.probing_held || self.closed || !self.holds.is_empty() {
+        if !c.watching || c.probing_held || c.held_silent || self.closed || !self.holds.is_empty() {
             return;
         }
         let Some(deadline) = c.deadline else {
@@ -63,7 +72,11 @@ impl Run {
             if tells && lost && !grant.allows(cap) {
                 due.push((Order::Revoked, cap));
             } else if grant.allows(cap) && !before.allows(cap) {
-                due.push((Order::Added, cap));
+                // channels.incoming advertised again shows an addition only once the probe
+                // after the narrowed fetch was answered (the verdict's `again`).
+                if cap != Capability::ChannelsIncoming || c.incoming_answered {
+                    due.push((Order::Added, cap));
+                }
             }
         }
         self.changes.probing_held = true;
@@ -71,14 +84,24 @@ impl Run {
             let Some((method, params, what)) = self.held_probe_of(cap) else {
                 continue;
             };
-            let bound = self.bound_within(deadline);
+            // The hold's own bound, not a step (finding F3).
+            let bound = self.hold_each.min(self.bound_within(deadline));
             if bound.is_zero() || self.closed {
                 break;
             }
-            let used = match self.call_held(method, params, bound).await {
+            let start = Instant::now();
+            let reply = self.call_held(method, params, bound).await;
+            self.changes.held_waited = self.changes.held_waited.saturating_add(start.elapsed());
+            let used = match reply {
                 Reply::Result(v) => Some(Reply::Result(v).describe()),
                 Reply::Error(_) => None,
-                _ => continue,
+                Reply::Closed => break,
+                // No answer: the host may answer nothing until its receipt, so no more are
+                // sent in the run.
+                _ => {
+                    self.changes.held_silent = true;
+                    break;
+                }
             };
             let probe = HeldProbe {
                 order,
@@ -89,6 +112,13 @@ impl Run {
             self.changes.held.push(probe);
         }
         self.changes.probing_held = false;
+    }
+
+    /// The time spent awaiting the probes sent while a receipt was held, in all (the
+    /// phase's; zero outside it): a request awaited across one such wait is judged against
+    /// its deadline extended by what the wait took ([`Run::call_within`], finding F3).
+    pub(in crate::check_host) fn held_waited(&self) -> std::time::Duration {
+        self.changes.held_waited
     }
 
     /// The probe for `cap` while a receipt is held: `channels/incoming` for the checker's

@@ -175,6 +175,14 @@ pub(super) struct Changes {
     probing_held: bool,
     /// What they got since the last change was fetched, each kept until its verdict.
     held: Vec<held::HeldProbe>,
+    /// One of them got no answer: none is sent again in the run ([`held`], finding F3).
+    held_silent: bool,
+    /// The time the checker spent awaiting them, in all: a request awaited meanwhile is
+    /// given it back ([`Run::held_waited`]).
+    held_waited: std::time::Duration,
+    /// The `channels/incoming` probe after the narrowed fetch got an answer (a result or an
+    /// error): the held probe of `channels.incoming` advertised again is sent only then.
+    incoming_answered: bool,
 }
 
 impl Default for Changes {
@@ -198,6 +206,9 @@ impl Default for Changes {
             deadline: None,
             probing_held: false,
             held: Vec::new(),
+            held_silent: false,
+            held_waited: std::time::Duration::ZERO,
+            incoming_answered: false,
         }
     }
 }

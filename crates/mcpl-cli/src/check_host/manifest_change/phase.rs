@@ -77,6 +77,7 @@ impl Run {
             // Shown only when it got a result or an error: silence shows nothing.
             answered = seen.shown.contains(&what);
         }
+        self.changes.incoming_answered = answered;
         if self.closed {
             return None;
         }

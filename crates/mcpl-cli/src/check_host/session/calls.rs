@@ -126,9 +126,15 @@ impl Run {
         }
     }
 
-    /// [`Self::call_within`]'s wait for the answer to `id` before `deadline`.
+    /// [`Self::call_within`]'s wait for the answer to `id` before `deadline`, extended by
+    /// the time spent meanwhile awaiting probes sent while a receipt was held
+    /// ([`Run::held_waited`]): the host may answer nothing until its receipt (§6.7), so that
+    /// wait is the checker's, not the host's (finding F3). Bounded: those waits are bounded
+    /// by the manifest-change phase's budget.
     async fn await_answer(&mut self, id: &RequestId, deadline: Instant) -> Reply {
         let id = id.clone();
+        let mut deadline = deadline;
+        let mut held = self.held_waited();
         loop {
             if self.closed {
                 return Reply::Closed;
@@ -146,6 +152,11 @@ impl Run {
                     self.handle(m).await;
                 }
                 Ok(None) => self.on_closed(),
+                Err(_) if self.held_waited() > held => {
+                    let now = self.held_waited();
+                    deadline += now.saturating_sub(held);
+                    held = now;
+                }
                 Err(_) => {
                     self.peer.forget(&id, "timed out");
                     return match self.invalid_answer(&id) {
