@@ -347,3 +347,67 @@ async fn a_host_deaf_while_its_receipt_is_held_still_gets_the_later_checks_judge
     assert_eq!(status(&doc, IDS[3]), "pass", "{doc:#}");
     assert_eq!(status(&doc, IDS[4]), "pass", "{doc:#}");
 }
+
+/// A proxy rule for a host that, once the partially invalid manifest (the third fetch) is
+/// read, sends two widening Requests at once (`widen-a` granting `modelInfo`, `widen-b`
+/// granting `channels.incoming` too; their receipts kept from the library host) and answers
+/// `model/info` from when it sends them, before either receipt.
+fn pipelined_widenings() -> Rule {
+    let mut fetches = Vec::new();
+    let mut answered = 0;
+    let mut sent = false;
+    Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        if to == To::Host
+            && v.get("method").is_none()
+            && ["widen-a", "widen-b"].contains(&v["id"].as_str().unwrap_or(""))
+        {
+            return vec![];
+        }
+        if to == To::Host && sent && v["method"] == "model/info" {
+            let info = json!({ "jsonrpc": "2.0", "id": v["id"],
+                "result": { "id": "m", "vendor": "p", "contextWindow": 1000,
+                            "capabilities": [] } });
+            return vec![(To::Checker, info)];
+        }
+        let mut out = vec![(to, v.clone())];
+        if to == To::Host && v.get("method").is_none() && fetches.contains(&v["id"]) {
+            answered += 1;
+            if answered == 3 && !sent {
+                sent = true;
+                let base = [
+                    "pushEvents",
+                    "channels.register",
+                    "contextHooks.beforeInference.inject.beforeUser",
+                    "modelInfo",
+                ];
+                let mut wider = base.to_vec();
+                wider.push("channels.incoming");
+                for (id, caps) in [("widen-a", base.to_vec()), ("widen-b", wider)] {
+                    let widen = json!({ "jsonrpc": "2.0", "id": id,
+                        "method": "featureSets/update",
+                        "params": { "effectiveCapabilities": caps } });
+                    out.push((To::Checker, widen));
+                }
+            }
+        }
+        out
+    })
+}
+
+/// §6.7: a second widening Request read while the first one's held probe awaits its answer
+/// starts a hold of its own there; the probe's answer that hold reads is still the probe's
+/// (finding F2), so a host answering `model/info` before either receipt fails
+/// `host.manifest-additions-not-granted`.
+#[tokio::test]
+async fn a_host_activating_early_behind_two_pipelined_widenings_fails_additions() {
+    let (_, doc) = run("widen_pipelined.json", pipelined_widenings()).await;
+    assert_eq!(status(&doc, IDS[4]), "fail", "{doc:#}");
+    let d = detail(&doc, IDS[4]);
+    assert!(
+        d.contains("model/info got a result") && d.contains("was held"),
+        "{d}"
+    );
+}

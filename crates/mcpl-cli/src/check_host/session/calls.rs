@@ -58,9 +58,11 @@ impl Run {
     /// policy Request's receipt, §6.7): the same wait, but safe to run from within
     /// [`Run::handle`] under an outer wait, as a hold is ([`Run::hold_later_receipt`]):
     /// responses to other requests read meanwhile are kept, in order and with the run as it
-    /// stood when they came, for the loop awaiting them ([`Run::stash`]). Callers run it
-    /// only when no hold's loop is running ([`Run::holds`] empty), since that loop reads its
-    /// ping's answer itself rather than from the stash.
+    /// stood when they came, for the loop awaiting them ([`Run::stash`]); its own answer is
+    /// taken from the stash too, where a hold started within this wait (a second widening
+    /// Request read here) keeps it (finding F2). Callers run it only when no hold's loop is
+    /// running ([`Run::holds`] empty), since that loop reads its ping's answer itself rather
+    /// than from the stash.
     pub(in crate::check_host) async fn call_held(
         &mut self,
         method: &str,
@@ -77,6 +79,13 @@ impl Run {
         };
         let until = Instant::now() + bound;
         loop {
+            // A hold started within this wait (a widening Request read here, F2) may have
+            // read the answer first and kept it for its loop: it is still this probe's.
+            if let Some(outcome) = self.take_stashed(&id) {
+                let reply = self.ordered_reply(&id, outcome.map_err(PeerError::Remote));
+                self.note_refusal_data(method, needs, &reply);
+                return reply;
+            }
             if self.closed {
                 return Reply::Closed;
             }
@@ -110,6 +119,19 @@ impl Run {
                     };
                 }
             }
+        }
+    }
+
+    /// Takes the answer to `id` out of [`Run::stash`], where a hold's loop kept it (its wire
+    /// position was noted there), leaving the rest in order; `None` when it is not there.
+    fn take_stashed(&mut self, id: &RequestId) -> Option<Result<Value, ErrorObject>> {
+        let at = self
+            .stash
+            .iter()
+            .position(|(o, _)| matches!(o, Ordered::Response(r) if r.id.as_ref() == Some(id)))?;
+        match self.stash.remove(at) {
+            Some((Ordered::Response(r), _)) => Some(r.outcome),
+            _ => None,
         }
     }
 
