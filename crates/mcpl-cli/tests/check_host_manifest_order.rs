@@ -411,3 +411,53 @@ async fn a_host_activating_early_behind_two_pipelined_widenings_fails_additions(
         "{d}"
     );
 }
+
+/// §6.6, §14.5: a host refusing every `channels/incoming` after the narrowed fetch per
+/// message inside a result (`accepted: false`) still refused it: the held probe, the one
+/// after the fetch and the one after the third change count as refusals for the order
+/// checks (finding F1); the form's defect is reported once, under
+/// `host.manifest-withdrawn-refused`.
+#[tokio::test]
+async fn per_message_refusals_count_as_refusals_for_the_order_checks() {
+    let mut fetches = 0;
+    let rule: Rule = Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches += 1;
+        }
+        if to == To::Host && fetches >= 2 && v["method"] == "channels/incoming" {
+            let results: Vec<Value> = v["params"]["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| {
+                    json!({ "messageId": m["messageId"], "accepted": false,
+                                 "reason": "capability_denied" })
+                })
+                .collect();
+            let answer = json!({ "jsonrpc": "2.0", "id": v["id"],
+                                 "result": { "results": results } });
+            return vec![(To::Checker, answer)];
+        }
+        vec![(to, v)]
+    });
+    let (_, doc) = run("per_message_refusals.json", rule).await;
+    assert_eq!(phase_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(status(&doc, IDS[2]), "pass", "{doc:#}");
+    let d = detail(&doc, IDS[2]);
+    assert!(
+        d.contains("while the narrowing Request's receipt was held"),
+        "{d}"
+    );
+    assert!(d.contains("every message inside a result"), "{d}");
+    assert_eq!(status(&doc, IDS[4]), "pass", "{doc:#}");
+    let d = detail(&doc, IDS[4]);
+    assert!(
+        d.contains("channels/incoming for check:a (channels.incoming advertised again) refused"),
+        "{d}"
+    );
+    assert_eq!(status(&doc, WITHDRAWN), "fail", "{doc:#}");
+    assert!(
+        detail(&doc, WITHDRAWN).contains("refusal's form"),
+        "{doc:#}"
+    );
+}

@@ -30,7 +30,7 @@ use tokio::time::Instant;
 
 use super::super::served;
 use super::super::session::{Reply, Run};
-use super::Seen;
+use super::{refuses_every_message, Seen};
 
 /// Which order a probe sent while a receipt was held judges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,14 +42,16 @@ pub(super) enum Order {
 }
 
 /// A probe sent while a receipt was held and what it got: `Some(description)` when a result
-/// came (a use), `None` when it was refused with an error; probes that got neither are not
-/// kept.
+/// came (a use), `None` when it was refused (with an error, or by a result refusing every
+/// message inside it, [`refuses_every_message`]); probes that got neither are not kept.
 #[derive(Debug)]
 pub(super) struct HeldProbe {
     pub(super) order: Order,
     pub(super) capability: Capability,
     pub(super) what: String,
     pub(super) used: Option<String>,
+    /// Refused by a result refusing every message inside it ([`refuses_every_message`]).
+    pub(super) in_result: bool,
 }
 
 impl Run {
@@ -92,7 +94,10 @@ impl Run {
             let start = Instant::now();
             let reply = self.call_held(method, params, bound).await;
             self.changes.held_waited = self.changes.held_waited.saturating_add(start.elapsed());
+            let in_result = matches!(&reply, Reply::Result(v) if refuses_every_message(v));
             let used = match reply {
+                // Refused, in a form host.manifest-withdrawn-refused reports (finding F1).
+                Reply::Result(_) if in_result => None,
                 Reply::Result(v) => Some(Reply::Result(v).describe()),
                 Reply::Error(_) => None,
                 Reply::Closed => break,
@@ -108,6 +113,7 @@ impl Run {
                 capability: cap,
                 what: what.to_owned(),
                 used,
+                in_result,
             };
             self.changes.held.push(probe);
         }
@@ -153,6 +159,9 @@ impl Run {
                     p.capability.as_str()
                 ));
             }
+            if p.in_result {
+                seen.in_result.push(what.clone());
+            }
             seen.shown.push(what);
         }
     }
@@ -179,8 +188,13 @@ impl Run {
                     p.capability.as_str()
                 )),
                 None => refused.push(format!(
-                    "{} refused while the receipt of the Request granting {} was held",
+                    "{} refused{} while the receipt of the Request granting {} was held",
                     p.what,
+                    if p.in_result {
+                        ", every message inside a result,"
+                    } else {
+                        ""
+                    },
                     p.capability.as_str()
                 )),
             }

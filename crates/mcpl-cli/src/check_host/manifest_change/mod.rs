@@ -124,6 +124,9 @@ struct Seen {
     defects: Vec<String>,
     late: Vec<(String, bool)>,
     unsent: bool,
+    /// Those of `shown` refused by a result refusing every message inside it
+    /// ([`refuses_every_message`]): said in the verdict, the form judged elsewhere.
+    in_result: Vec<String>,
 }
 
 /// The phase's state, read and written where the host's messages are handled
@@ -379,4 +382,20 @@ impl Run {
 /// announcement (`phase::announced_revision`: App. B.3's shape, as every announcement's).
 fn unparseable() -> Value {
     json!("mcpl check-host: this is not a manifest (§17.5 probe)")
+}
+
+/// Whether a result refuses every message it answers: a non-empty `results` list, each
+/// entry `accepted: false` (§14.5's per-message form of a `channels/incoming` answer). The
+/// one rule every probe of the phase reads a result by: such an answer refused the use, so
+/// the order checks count it as a refusal, and only `host.manifest-withdrawn-refused`
+/// reports its form (§6.6: a rejection is an error object), once ([`withdrawn`]).
+fn refuses_every_message(result: &Value) -> bool {
+    result
+        .get("results")
+        .and_then(Value::as_array)
+        .is_some_and(|r| {
+            !r.is_empty()
+                && r.iter()
+                    .all(|m| m.get("accepted") == Some(&Value::Bool(false)))
+        })
 }

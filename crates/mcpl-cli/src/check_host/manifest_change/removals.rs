@@ -6,7 +6,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::super::session::{secs, Reply, Run};
-use super::{Changes, Seen, NARROWING_TOLD, PHASE_STEPS};
+use super::{refuses_every_message, Changes, Seen, NARROWING_TOLD, PHASE_STEPS};
 use crate::check::report::Status;
 
 impl Run {
@@ -46,9 +46,12 @@ impl Run {
             seen.unsent = true;
             return;
         }
+        // A result refusing every message inside it refused the use: counted as a refusal
+        // here, its form reported by host.manifest-withdrawn-refused (finding F1).
+        let used = |r: &Reply| matches!(r, Reply::Result(v) if !refuses_every_message(v));
         let mut reply = self.call_within(method, params, bound).await;
         let mut retold = "";
-        if matches!(reply, Reply::Result(_)) && !self.told_when_answered() {
+        if used(&reply) && !self.told_when_answered() {
             let told = self.await_tell(deadline).await;
             let bound = self.bound_within(deadline);
             if self.closed {
@@ -71,13 +74,22 @@ impl Run {
                 " (sent again a step after the fetch, no policy message having followed it)"
             };
             reply = self.call_within(method, again, bound).await;
-            if matches!(reply, Reply::Error(_)) {
+            if matches!(reply, Reply::Error(_) | Reply::Result(_)) && !used(&reply) {
                 seen.late.push((what.to_owned(), told));
             }
         }
-        let Seen { shown, defects, .. } = seen;
+        let Seen {
+            shown,
+            defects,
+            in_result,
+            ..
+        } = seen;
         match reply {
             Reply::Error(_) => shown.push(what.to_owned()),
+            Reply::Result(r) if refuses_every_message(&r) => {
+                shown.push(what.to_owned());
+                in_result.push(what.to_owned());
+            }
             Reply::Result(r) => {
                 shown.push(what.to_owned());
                 let reply = Reply::Result(r);
@@ -181,6 +193,7 @@ impl Run {
             defects,
             late,
             unsent,
+            in_result,
         } = seen;
         if !defects.is_empty() {
             let d = format!("{}, though {why}", defects.join("; "));
@@ -202,6 +215,13 @@ impl Run {
             self.record(id, Status::Skip, none);
         } else {
             let mut d = format!("{} refused with an error once {why}", shown.join(" and "));
+            if !in_result.is_empty() {
+                d.push_str(&format!(
+                    " ({} refused every message inside a result instead: counted as refused \
+                     here, its form judged under host.manifest-withdrawn-refused, §6.6)",
+                    in_result.join(" and ")
+                ));
+            }
             let (told, silent): (Vec<_>, Vec<_>) = late.iter().partition(|(_, t)| *t);
             let names = |l: Vec<&(String, bool)>| {
                 l.into_iter()

@@ -11,7 +11,9 @@ use tokio::time::Instant;
 
 use super::super::served;
 use super::super::session::{Reply, Run};
-use super::{ADDITIONS, FETCHED_FIRST, IDS, ONE_UPDATE, PHASE_STEPS, UNPARSEABLE};
+use super::{
+    refuses_every_message, ADDITIONS, FETCHED_FIRST, IDS, ONE_UPDATE, PHASE_STEPS, UNPARSEABLE,
+};
 use crate::check::report::Status;
 
 impl Run {
@@ -199,6 +201,10 @@ impl Run {
             match reply {
                 Reply::Closed => return,
                 Reply::Error(e) => refused.push(format!("{what} refused {}", e.code)),
+                // Refused; the form is host.manifest-withdrawn-refused's to report (F1).
+                Reply::Result(r) if refuses_every_message(&r) => {
+                    refused.push(format!("{what} refused, every message inside a result"))
+                }
                 Reply::Result(_) if granted => refused.push(format!(
                     "{what} answered, read after a policy Request granting {} and once its \
                      receipt was written (tell → receipt → activate)",

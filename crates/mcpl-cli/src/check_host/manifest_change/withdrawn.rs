@@ -30,7 +30,7 @@ use tokio::time::Instant;
 
 use super::super::served;
 use super::super::session::{Reply, Run};
-use super::{PHASE_STEPS, WITHDRAWN_REFUSED};
+use super::{refuses_every_message, PHASE_STEPS, WITHDRAWN_REFUSED};
 use crate::check::report::Status;
 
 /// The withdrawn capability the probe uses.
@@ -153,17 +153,4 @@ impl Run {
             }
         }
     }
-}
-
-/// Whether a `channels/incoming` result refuses every message it answers: a non-empty
-/// `results` list, each entry `accepted: false` (§14.5's per-message form).
-fn refuses_every_message(result: &serde_json::Value) -> bool {
-    result
-        .get("results")
-        .and_then(serde_json::Value::as_array)
-        .is_some_and(|r| {
-            !r.is_empty()
-                && r.iter()
-                    .all(|m| m.get("accepted") == Some(&serde_json::Value::Bool(false)))
-        })
 }
