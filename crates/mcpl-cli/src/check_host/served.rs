@@ -87,9 +87,11 @@ pub(super) fn manifest() -> Value {
 /// only for the removal.
 pub(super) const GONE_SETS: [&str; 2] = ["check.gone", "check.gone-too"];
 
-/// Adds the `revision` member (§17.2) to a manifest built without one.
+/// Adds the `revision` member (§17.2) to a manifest built without one. Never an invalid
+/// one (App. B.3): were the §17.2 digest refused, the digest of the JSON value stands in
+/// ([`mcpl::manifest::value_digest`], B.3's shape), as the announcements' does.
 fn with_revision(m: &mut Value) {
-    let revision = mcpl::manifest::revision(m).unwrap_or_default();
+    let revision = mcpl::manifest::revision(m).unwrap_or_else(|_| mcpl::manifest::value_digest(m));
     if let Some(o) = m.as_object_mut() {
         o.insert("revision".into(), json!(revision));
     }
