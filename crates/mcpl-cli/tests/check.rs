@@ -1203,7 +1203,7 @@ fn s4_1_a_register_notification_is_not_applied_by_the_strict_host() {
     );
 }
 
-/// JSON-RPC 2.0 §5: a request whose id cannot be used (`null`, a fraction, an object) fails
+/// JSON-RPC 2.0 §5: a request whose id cannot be used (`null`, `1e30`, an object) fails
 /// `transport.frames-valid` and is answered `-32600` with `id: null`, as the library's peer
 /// answers it; the strict host had left it unanswered.
 #[test]
