@@ -162,10 +162,11 @@ pub(super) struct Driver {
     /// The number is the state machine's ([`HostState::polled_handout`]), so a late
     /// answer is judged by hand-out ([`HostState::late_answer_of`]).
     pub(super) tasks: HashMap<RequestId, (u64, tokio::task::AbortHandle)>,
-    /// The number of the received frame whose message or response is being handled
-    /// ([`Incoming::frame`]), told with each diagnostic to the application's
-    /// [`DiagnosticTap`]; `None` while any other input is.
-    pub(super) frame: Option<RaisedFor>,
+    /// Whether a received frame's message or response is being handled: its number and
+    /// entry ([`Incoming::frame`], [`Incoming::entry`], read when a diagnostic is told) go
+    /// with each diagnostic to the application's [`DiagnosticTap`]; none while any other
+    /// input is. A flag, not a copy: one byte per idle connection (issue #24's bound).
+    pub(super) on_wire: bool,
 }
 
 pub(super) fn closed_error(peer: &Peer) -> HostError {
@@ -296,13 +297,7 @@ impl Driver {
         let now = clock_now();
         let mut counted = false;
         // What is raised from here to the end of this input was raised for this frame.
-        self.frame = match input {
-            Input::Wire(_) => (self.incoming.frame() > 0).then(|| RaisedFor {
-                frame: self.incoming.frame(),
-                entry: self.incoming.entry(),
-            }),
-            _ => None,
-        };
+        self.on_wire = matches!(input, Input::Wire(_));
         match input {
             Input::Wire(Ordered::Response(r)) => self.on_response(w, now, r),
             Input::Wire(Ordered::Message(IncomingMessage::Notification(n))) => {
@@ -325,7 +320,7 @@ impl Driver {
         }
         let channels = self.state.channels().changes() != before;
         self.carry_out(w, channels);
-        self.frame = None;
+        self.on_wire = false;
         // Before the call's count is released (`HostSession::behind_driver` reads them so).
         self.frames_moved();
         if counted {
@@ -928,7 +923,12 @@ impl Driver {
     fn diag(&self, d: HostDiagnostic) {
         let tap = self.shared.config.diagnostic_tap.as_ref();
         let (label, lost) = (&self.shared.label, &self.shared.diags_lost);
-        report_diag(label, &self.diags, lost, tap.map(|t| (t, self.frame)), d);
+        // The frame being handled: the driver takes no other message meanwhile.
+        let raised = (self.on_wire && self.incoming.frame() > 0).then(|| RaisedFor {
+            frame: self.incoming.frame(),
+            entry: self.incoming.entry(),
+        });
+        report_diag(label, &self.diags, lost, tap.map(|t| (t, raised)), d);
     }
 
     /// The connection ended: `connect` still waiting fails; the state machine is told

@@ -581,7 +581,7 @@ impl HostSession {
             diags: dtx,
             connected: Some(up_tx),
             tasks: std::collections::HashMap::new(),
-            frame: None,
+            on_wire: false,
         });
         let session = HostSession {
             inner: Arc::new(Inner {
