@@ -16,7 +16,6 @@
 //!   open, a fetch fails; `connect` still waiting fails with the close reason.
 
 use std::collections::HashMap;
-
 use tokio::sync::oneshot;
 
 use super::*;
@@ -162,10 +161,8 @@ pub(super) struct Driver {
     /// The number is the state machine's ([`HostState::polled_handout`]), so a late
     /// answer is judged by hand-out ([`HostState::late_answer_of`]).
     pub(super) tasks: HashMap<RequestId, (u64, tokio::task::AbortHandle)>,
-    /// Whether a received frame's message or response is being handled: its number and
-    /// entry ([`Incoming::frame`], [`Incoming::entry`], read when a diagnostic is told) go
-    /// with each diagnostic to the application's [`DiagnosticTap`]; none while any other
-    /// input is. A flag, not a copy: one byte per idle connection (issue #24's bound).
+    /// Whether a received frame's message is being handled (the driver takes no other
+    /// meanwhile): its [`Incoming`] frame and entry go with each diagnostic to the tap.
     pub(super) on_wire: bool,
 }
 
@@ -923,7 +920,6 @@ impl Driver {
     fn diag(&self, d: HostDiagnostic) {
         let tap = self.shared.config.diagnostic_tap.as_ref();
         let (label, lost) = (&self.shared.label, &self.shared.diags_lost);
-        // The frame being handled: the driver takes no other message meanwhile.
         let raised = (self.on_wire && self.incoming.frame() > 0).then(|| RaisedFor {
             frame: self.incoming.frame(),
             entry: self.incoming.entry(),

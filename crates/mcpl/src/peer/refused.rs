@@ -271,3 +271,24 @@ pub(super) fn answered_invalid(
         None => Parsed::Reply(reply.to_value()),
     }
 }
+
+/// Fails each request of ours (`ours`) a batch refused whole answered (`reason`), reported
+/// as the invalid response it was: what is left to deliver (the failures of requests sent
+/// in order), each weighing what it holds, not the batch it stood in.
+pub(super) fn fail_refused(shared: &Shared, ours: Vec<RequestId>, reason: &str) -> Vec<Parsed> {
+    let mut failed = Vec::new();
+    for id in ours {
+        shared.diagnose(Diagnostic::InvalidMessage {
+            id: Some(id.clone()),
+            reason: reason.to_owned(),
+            answered: false,
+        });
+        failed.extend(super::settle::fail_response(shared, &id, reason));
+    }
+    if !failed.is_empty() {
+        // As `fail_response` words it: "invalid response: {reason}".
+        let held = std::mem::size_of::<Response>() + "invalid response: ".len() + reason.len();
+        shared.reading.store(held, Ordering::Relaxed);
+    }
+    failed
+}
