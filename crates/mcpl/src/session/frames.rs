@@ -82,7 +82,13 @@ pub(crate) trait FrameSide {
 
     /// After a batch was taken from [`Self::output_mark`] `mark` on: the side's outputs
     /// since, with the entries' `refusals`, joined by [`join`].
-    fn join_answers(&mut self, mark: usize, refusals: Vec<Response>, ids: &HashSet<RequestId>);
+    fn join_answers(&mut self, mark: usize, refusals: Vec<Response>, ids: &Ids<'_>);
+}
+
+/// The ids of a batch's requests ([`join`]): `all` it holds, and those its reading `taken`.
+pub(crate) struct Ids<'a> {
+    pub(crate) all: &'a HashSet<RequestId>,
+    pub(crate) taken: &'a HashSet<RequestId>,
 }
 
 /// The outputs `tail` a side wrote while a batch was read, with the `refusals` of its
@@ -97,7 +103,7 @@ pub(crate) trait FrameSide {
 pub(crate) fn join<O>(
     tail: VecDeque<O>,
     refusals: Vec<Response>,
-    ids: &HashSet<RequestId>,
+    ids: &Ids<'_>,
     answered: impl Fn(&O) -> Option<&Response>,
     take: impl Fn(O) -> Option<Response>,
     frame: impl Fn(Transmission) -> O,
@@ -105,9 +111,16 @@ pub(crate) fn join<O>(
     let seen: HashSet<&RequestId> = tail
         .iter()
         .filter_map(|o| answered(o).and_then(|r| r.id.as_ref()))
-        .chain(refusals.iter().filter_map(|r| r.id.as_ref()))
+        // A refusal answers its own entry, not a request taken under the same id (one the
+        // application may still hold).
+        .chain(
+            refusals
+                .iter()
+                .filter_map(|r| r.id.as_ref())
+                .filter(|id| !ids.taken.contains(*id)),
+        )
         .collect();
-    if ids.iter().any(|id| !seen.contains(id)) {
+    if ids.all.iter().any(|id| !seen.contains(id)) {
         drop(seen);
         let mut out: VecDeque<O> = refusals
             .into_iter()
@@ -121,7 +134,8 @@ pub(crate) fn join<O>(
     let mut answers = refusals;
     let mut at = None;
     for o in tail {
-        let ours = answered(&o).is_some_and(|r| r.id.as_ref().map_or(true, |id| ids.contains(id)));
+        let ours =
+            answered(&o).is_some_and(|r| r.id.as_ref().map_or(true, |id| ids.all.contains(id)));
         if !ours {
             rest.push_back(o);
             continue;
@@ -218,7 +232,14 @@ fn take_batch<S: FrameSide>(side: &mut S, now: Instant, message: &str, top: Top,
         let twice = doubled.next_if(|(at, _)| *at == i).map(|(_, d)| d);
         refusals.extend(take_value(side, now, entry, twice, Some(&mut taken)));
     }
-    side.join_answers(mark, refusals, &ids);
+    side.join_answers(
+        mark,
+        refusals,
+        &Ids {
+            all: &ids,
+            taken: &taken,
+        },
+    );
 }
 
 /// One entry of a batch (or a single message read as a value), by the one rule for a

@@ -209,7 +209,7 @@ impl crate::session::frames::FrameSide for HostState {
         &mut self,
         mark: usize,
         refusals: Vec<Response>,
-        ids: &std::collections::HashSet<RequestId>,
+        ids: &crate::session::frames::Ids<'_>,
     ) {
         let tail = self.out.split_off(mark.min(self.out.len()));
         let joined = crate::session::frames::join(

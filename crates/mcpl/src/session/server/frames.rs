@@ -4,7 +4,6 @@
 //! messages on one line, and a text that is no message, answered as the peer answers it and
 //! reported, never `Err`.
 
-use std::collections::HashSet;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -288,7 +287,12 @@ impl FrameSide for ServerState {
         self.out.len()
     }
 
-    fn join_answers(&mut self, mark: usize, refusals: Vec<Response>, ids: &HashSet<RequestId>) {
+    fn join_answers(
+        &mut self,
+        mark: usize,
+        refusals: Vec<Response>,
+        ids: &crate::session::frames::Ids<'_>,
+    ) {
         let tail = self.out.split_off(mark.min(self.out.len()));
         let joined = crate::session::frames::join(
             tail,

@@ -160,6 +160,32 @@ fn s6_a_batch_with_a_request_for_the_application_is_answered_frame_by_frame() {
     assert_eq!(frames[0]["id"], 9);
 }
 
+/// A request reusing, in its batch, the id of one handed to the application: its refusal
+/// is no answer to the request the application holds, so the batch is not complete and
+/// goes out frame by frame (the documented reading), the refusal now, the application's
+/// answer when it comes (it was joined as if the batch were all answered).
+#[test]
+fn s6_a_refusal_under_the_id_of_a_request_the_application_holds_answers_nothing_else() {
+    let (mut p, _, _) = connected();
+    let call = json!({"jsonrpc": "2.0", "id": 50, "method": "example/work", "params": {}});
+    p.server.handle_frame(
+        p.now,
+        &json!([call, ping(json!(50))]).to_string(),
+        MAX_BATCH,
+    );
+    let frames = server_frames(&mut p);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0]["id"], 50, "{frames:?}");
+    assert_eq!(frames[0]["error"]["code"], -32600, "{frames:?}");
+    p.server
+        .answer(RequestId::from(50u64), Ok(json!({"content": []})))
+        .expect("answered");
+    let frames = server_frames(&mut p);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0]["id"], 50, "{frames:?}");
+    assert!(frames[0].get("result").is_some(), "{frames:?}");
+}
+
 /// JSON-RPC 2.0 §6: an empty batch, and one past the bound, are answered with one
 /// `-32600` under `null` and reported.
 #[test]
