@@ -461,3 +461,181 @@ async fn per_message_refusals_count_as_refusals_for_the_order_checks() {
         "{doc:#}"
     );
 }
+
+/// A `model/info` result answering `request`.
+fn model_info(request: &Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": request["id"],
+        "result": { "id": "m", "vendor": "p", "contextWindow": 1000, "capabilities": [] } })
+}
+
+/// A `featureSets/update` Request `id` of the library host's grant with `extra` added.
+fn grant_request(id: &str, extra: &[&str]) -> Value {
+    let mut caps = vec![
+        "pushEvents",
+        "channels.register",
+        "contextHooks.beforeInference.inject.beforeUser",
+    ];
+    caps.extend_from_slice(extra);
+    json!({ "jsonrpc": "2.0", "id": id, "method": "featureSets/update",
+            "params": { "effectiveCapabilities": caps } })
+}
+
+/// When the host of [`second_receipt`] answers its held `model/info` probe, and what its
+/// second Request (`widen-2`) grants.
+#[derive(Clone, Copy, PartialEq)]
+enum Second {
+    /// Right behind `widen-2` (granting `modelInfo` and `channels.incoming`), before its
+    /// receipt.
+    Early,
+    /// Once the receipt of `widen-2` (granting `modelInfo` and `channels.incoming`) came.
+    Granting,
+    /// Once the receipt of `widen-2` (granting `channels.incoming`, not `modelInfo`) came.
+    NotGranting,
+    /// As [`Second::Granting`], but behind a third Request (`narrow-3`) sent once that
+    /// receipt came, withdrawing `modelInfo` (§6.7: a reduction is in force before its
+    /// Request is sent).
+    GrantingThenWithdrawn,
+    /// As [`Second::Granting`], but with `narrow-3` sent right behind `widen-2`, before
+    /// its receipt: the latest Request leaves `modelInfo` out when that receipt comes.
+    WithdrawnBeforeGranting,
+}
+
+/// A proxy rule for a host that, once the partially invalid manifest (the third fetch) is
+/// read, sends `widen-1` granting `modelInfo`, and when the checker's held `model/info`
+/// probe comes (while `widen-1`'s receipt is held), sends `widen-2`; it answers the probe
+/// with a result as `when` says, and `model/info` from `widen-2`'s receipt on. The
+/// receipts of its own Requests are kept from the library host.
+fn second_receipt(when: Second) -> Rule {
+    let mut fetches = Vec::new();
+    let mut answered = 0;
+    let (mut sent, mut asked, mut active) = (false, false, false);
+    let mut held: Option<Value> = None;
+    Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        let id = v["id"].as_str().unwrap_or("");
+        if to == To::Host && v.get("method").is_none() && ["widen-1", "narrow-3"].contains(&id) {
+            return vec![];
+        }
+        if to == To::Host && v.get("method").is_none() && id == "widen-2" {
+            active = true;
+            let mut out = Vec::new();
+            if when == Second::GrantingThenWithdrawn {
+                let narrow = grant_request("narrow-3", &["channels.incoming"]);
+                out.push((To::Checker, narrow));
+            }
+            out.extend(held.take().map(|p| (To::Checker, model_info(&p))));
+            return out;
+        }
+        if to == To::Host && v["method"] == "model/info" {
+            if active {
+                return vec![(To::Checker, model_info(&v))];
+            }
+            if sent && !asked {
+                asked = true;
+                let extra: &[&str] = if when == Second::NotGranting {
+                    &["channels.incoming"]
+                } else {
+                    &["channels.incoming", "modelInfo"]
+                };
+                let widen = grant_request("widen-2", extra);
+                if when == Second::Early {
+                    return vec![(To::Checker, widen), (To::Checker, model_info(&v))];
+                }
+                held = Some(v);
+                if when == Second::WithdrawnBeforeGranting {
+                    let narrow = grant_request("narrow-3", &["channels.incoming"]);
+                    return vec![(To::Checker, widen), (To::Checker, narrow)];
+                }
+                return vec![(To::Checker, widen)];
+            }
+        }
+        let mut out = vec![(to, v.clone())];
+        if to == To::Host && v.get("method").is_none() && fetches.contains(&v["id"]) {
+            answered += 1;
+            if answered == 3 && !sent {
+                sent = true;
+                out.push((To::Checker, grant_request("widen-1", &["modelInfo"])));
+            }
+        }
+        out
+    })
+}
+
+/// §6.7 (an expansion takes effect once its receipt is read, whichever Request it
+/// answers): the held `model/info` probe of `widen-1`'s addition answered only after the
+/// receipt of `widen-2`, also granting `modelInfo`, was written is a result the host was
+/// allowed to give by then: not judged as early activation, so
+/// `host.manifest-additions-not-granted` does not fail, and says why that answer showed
+/// nothing.
+#[tokio::test]
+async fn a_held_probe_answered_after_a_later_receipt_granting_it_is_not_early() {
+    let (_, doc) = run(
+        "widen_second_receipt.json",
+        second_receipt(Second::Granting),
+    )
+    .await;
+    assert_eq!(phase_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_ne!(status(&doc, IDS[4]), "fail", "{doc:#}");
+    let d = detail(&doc, IDS[4]);
+    assert!(
+        d.contains("model/info got a result")
+            && d.contains("once the receipt of a later Request granting modelInfo was written"),
+        "{d}"
+    );
+}
+
+/// A result judged as the held probe's early activation: the held probe's own words, not
+/// the later `model/info (modelInfo added)` probe's, and not said to be unjudged.
+fn held_use_fails(doc: &Value) {
+    assert_eq!(status(doc, IDS[4]), "fail", "{doc:#}");
+    let d = detail(doc, IDS[4]);
+    assert!(
+        d.contains("model/info got a result") && d.contains("was held"),
+        "{d}"
+    );
+    assert!(!d.contains("not judged"), "{d}");
+}
+
+/// The same host answering the held probe right behind `widen-2`, before its receipt was
+/// written (no receipt granting `modelInfo` was by then; the answer is read while
+/// `widen-2`'s own receipt is held): early activation, fails.
+#[tokio::test]
+async fn a_held_probe_answered_before_a_later_receipt_granting_it_still_fails() {
+    let (_, doc) = run("widen_second_early.json", second_receipt(Second::Early)).await;
+    held_use_fails(&doc);
+}
+
+/// The held probe answered once the receipt of `widen-2` was written, `widen-2` not
+/// granting `modelInfo`: no receipt granting it was written by then, so the result is
+/// judged (fail closed) and fails as the host's own early activation.
+#[tokio::test]
+async fn a_held_probe_answered_after_a_later_receipt_not_granting_it_still_fails() {
+    let (_, doc) = run(
+        "widen_second_other.json",
+        second_receipt(Second::NotGranting),
+    )
+    .await;
+    held_use_fails(&doc);
+}
+
+/// The held probe answered behind a Request withdrawing `modelInfo` again, sent once the
+/// receipt granting it came: the withdrawal is in force before that Request is sent
+/// (§6.7), so the later grant no longer covers the result, which is judged (fail closed).
+#[tokio::test]
+async fn a_held_probe_answered_after_its_regrant_was_withdrawn_still_fails() {
+    let rule = second_receipt(Second::GrantingThenWithdrawn);
+    let (_, doc) = run("widen_second_withdrawn.json", rule).await;
+    held_use_fails(&doc);
+}
+
+/// The same with the withdrawing Request sent before the receipt granting `modelInfo` was
+/// written: by then the latest Request left it out (§6.7: each Request replaces the
+/// grant), so that receipt covers no result, which is judged (fail closed).
+#[tokio::test]
+async fn a_held_probe_answered_after_a_receipt_its_later_request_withdrew_still_fails() {
+    let rule = second_receipt(Second::WithdrawnBeforeGranting);
+    let (_, doc) = run("widen_second_superseded.json", rule).await;
+    held_use_fails(&doc);
+}

@@ -625,6 +625,9 @@ pub(super) struct Snapshot {
     /// The policy messages counted since the last fetch's answer then (read by
     /// [`Run::told_when_answered`], never swapped in).
     told: u32,
+    /// The later receipts written by then ([`Run::receipts_written`]): where an answer
+    /// stands on the wire against them (read by [`Run::call_held`], never swapped in).
+    receipts: u64,
 }
 
 impl Run {
@@ -635,6 +638,7 @@ impl Run {
             grant_notified: self.grant_notified,
             expanding: self.expanding,
             told: self.changes.policy_messages_since_fetch(),
+            receipts: self.receipts_written(),
         }
     }
 
@@ -680,6 +684,7 @@ impl Run {
             grant_notified: std::mem::replace(&mut self.grant_notified, s.grant_notified),
             expanding: s.expanding,
             told: s.told,
+            receipts: s.receipts,
         }
     }
 }

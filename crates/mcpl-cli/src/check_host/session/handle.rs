@@ -111,6 +111,8 @@ impl Run {
             }
         };
         let mut receipt = false;
+        // The grant a receipt written here puts in force (§6.7), as the checker applied it.
+        let mut granted = None;
         let mut fetched = None;
         let result = match req.method() {
             Ping::NAME => Ok(json!({})),
@@ -163,6 +165,9 @@ impl Run {
                 let statuses = self.policy.statuses();
                 let answer = mcpl::session::answer_policy_request(&mut self.policy, None, params);
                 receipt = answer.response.is_ok();
+                granted = receipt.then(|| *self.policy.grant());
+                // What a held probe's answer is judged by (`manifest_change::held`).
+                self.policy_request_applied();
                 // §17.3, §17.5 step 4: read by the manifest-change probes.
                 let changed =
                     *self.policy.grant() != before.0 || self.policy.statuses() != statuses;
@@ -219,6 +224,10 @@ impl Run {
                 self.fetch_answered(read);
             }
             self.ready |= receipt;
+            if let Some(granted) = granted {
+                // Where the answers read from now on stand (`manifest_change::held`).
+                self.receipt_written(&granted);
+            }
             // The receipt replaces the grant on both sides (§6.7).
             self.grant_notified &= !receipt;
             if tools {
