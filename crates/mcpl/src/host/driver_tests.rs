@@ -523,3 +523,58 @@ async fn a_request_taken_when_every_sender_is_gone_is_answered() {
     assert_eq!(answer["id"], 9, "{answer}");
     assert_eq!(answer["error"]["code"], -32603, "{answer}");
 }
+
+/// A call that finds the command queue full waits for room (`HostSession::wait_for_room`)
+/// counted as queued all along, so a plain request sent meanwhile goes behind it
+/// (`HostSession::behind_driver`); given up while waiting, it is uncounted and never
+/// queued; waiting when room is made, it is queued behind the calls before it and carried
+/// out (§5.4, §10.5: gated as it is taken).
+#[tokio::test]
+async fn s10_5_a_call_that_waits_for_room_is_counted_until_queued_or_given_up() {
+    use std::future::Future;
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::task::{Context, Poll};
+    let mut r = Rig::up().await;
+    r.fill_queue();
+    let queued = |r: &Rig| r.d.shared.queued.load(SeqCst);
+    // The filler was sent straight into the queue, uncounted.
+    assert_eq!(queued(&r), 0);
+    let session = r.session.clone();
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    {
+        // A call with no guard of its own (a turn's would queue its `aborted` when dropped).
+        let waiting = session.set_consumer_patterns(["a.*"]);
+        tokio::pin!(waiting);
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(queued(&r), 1, "counted while it waits for room");
+        assert!(session.behind_driver());
+    }
+    assert_eq!(queued(&r), 0, "given up while waiting: uncounted");
+    let waiting = session.start_turn("t1", "c", 0);
+    tokio::pin!(waiting);
+    assert!(waiting.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(queued(&r), 1);
+    // The driver takes the queue's calls, making room: the waiting call is queued last.
+    let mut taken = 0;
+    while let Poll::Ready(Some(cmd)) = r.d.cmds.poll_recv(&mut cx) {
+        taken += 1;
+        if taken == 1 {
+            assert!(waiting.as_mut().poll(&mut cx).is_pending(), "its reply");
+        }
+        if matches!(cmd, Cmd::StartTurn { .. }) {
+            // Counted once, by the call itself (`take` uncounts it).
+            r.take(Input::Cmd(cmd));
+            break;
+        }
+        // A filler: counted as `take` expects, then taken.
+        r.take_call(cmd);
+    }
+    assert_eq!(taken, COMMANDS_QUEUED + 1, "queued behind the fillers");
+    assert_eq!(queued(&r), 0);
+    // Carried out: the rig's grant has no `inferenceLifecycle`, so the gate refuses it.
+    let refused = guard(waiting).await;
+    assert!(
+        matches!(refused, Err(HostError::NotGranted(_))),
+        "{refused:?}"
+    );
+}

@@ -598,9 +598,32 @@ impl HostSession {
         self.inner.shared.snapshot()
     }
 
-    /// Queues an application call for the driver, counted until it is carried out; `false`
-    /// when the driver is gone.
-    async fn enqueue(&self, cmd: Cmd) -> bool {
+    /// Queues an application call for the driver, counted until it is carried out:
+    /// `Ok(false)` when the driver is gone; `Err` when the queue has no room, with the wait
+    /// for it ([`HostSession::wait_for_room`]). Queued at once, no future holds the call
+    /// (issue #24: the caller's future would hold it, and be copied with it).
+    fn enqueue(&self, cmd: Cmd) -> Result<bool, Cmd> {
+        let queued = &self.inner.shared.queued;
+        queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // As `queue::Sender::send`'s first attempt: behind senders already waiting.
+        match self.inner.cmds.try_send(cmd) {
+            Ok(()) => Ok(true),
+            Err(queue::TrySendError::Closed(_)) => {
+                queued.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(false)
+            }
+            // Still counted: the wait takes the count over.
+            Err(queue::TrySendError::Full(cmd)) => Err(cmd),
+        }
+    }
+
+    /// Waits for room for `cmd`, already counted by [`HostSession::enqueue`]; `false` when
+    /// the driver is gone. Boxed: only a full queue waits, and its state would size every
+    /// call's future (issue #24).
+    fn wait_for_room(
+        &self,
+        cmd: Cmd,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + '_>> {
         /// Uncounts a call that was never queued, also when the caller stopped waiting.
         struct Counted<'a>(&'a std::sync::atomic::AtomicUsize, bool);
         impl Drop for Counted<'_> {
@@ -610,11 +633,14 @@ impl HostSession {
                 }
             }
         }
-        let queued = &self.inner.shared.queued;
-        queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let mut counted = Counted(queued, false);
-        counted.1 = self.inner.cmds.send(cmd).await.is_ok();
-        counted.1
+        // Held by the future from the start: one dropped before it is first polled uncounts too.
+        let counted = Counted(&self.inner.shared.queued, false);
+        Box::pin(async move {
+            // The whole guard moves in (a closure would capture only the field it assigns).
+            let mut counted = counted;
+            counted.1 = self.inner.cmds.send(cmd).await.is_ok();
+            counted.1
+        })
     }
 
     /// [`HostSession::call`] for a call that waits on an exchange with the server: given up
@@ -628,11 +654,15 @@ impl HostSession {
         timeout: Option<Duration>,
         make: impl FnOnce(Reply<T>) -> Cmd,
     ) -> Result<T, HostError> {
+        // One call future, pinned here, whether or not it is bounded (issue #24: two would
+        // each size the caller's future, and be copied with it).
+        let call = self.call(make);
+        tokio::pin!(call);
         let Some(timeout) = timeout else {
-            return self.call(make).await;
+            return call.await;
         };
         let after = timeout + DRIVER_GRACE;
-        match while_driver_moves(&self.inner.shared, self.call(make), after).await {
+        match while_driver_moves(&self.inner.shared, call, after).await {
             Some(r) => r,
             None => Err(HostError::Peer(PeerError::Timeout {
                 method: method.to_owned(),
@@ -647,13 +677,15 @@ impl HostSession {
     /// reading while the driver holds too much to take calls. A call given up this way is
     /// not carried out when the driver reaches it, except a turn's or stream's end (§10.5,
     /// §14.3: owed either way) and an ontology's revocation (it only narrows, §16.5).
-    async fn call_bounded<T>(
-        &self,
-        method: &str,
-        make: impl FnOnce(Reply<T>) -> Cmd,
-    ) -> Result<T, HostError> {
+    /// Not an `async fn`: its future is [`HostSession::call_within`]'s, not one more layer
+    /// holding `make` around it (issue #24: each layer sizes the caller's future).
+    fn call_bounded<'a, T: 'a>(
+        &'a self,
+        method: &'a str,
+        make: impl FnOnce(Reply<T>) -> Cmd + 'a,
+    ) -> impl std::future::Future<Output = Result<T, HostError>> + 'a {
         let timeout = self.inner.shared.config.request_timeout;
-        self.call_within(method, timeout, make).await
+        self.call_within(method, timeout, make)
     }
 
     /// Sends an application call to the driver and waits for its reply; a driver gone (the
@@ -665,7 +697,11 @@ impl HostSession {
             return Err(PeerError::SentFromTap.into());
         }
         let (tx, rx) = tokio::sync::oneshot::channel();
-        if !self.enqueue(make(tx)).await {
+        let queued = match self.enqueue(make(tx)) {
+            Ok(queued) => queued,
+            Err(cmd) => self.wait_for_room(cmd).await,
+        };
+        if !queued {
             return Err(driver::closed_error(&self.inner.peer));
         }
         rx.await.map_err(|_| driver::closed_error(&self.inner.peer))
