@@ -114,6 +114,14 @@ impl LifecycleParams {
     /// levels are read, at most 16 paths named, each cut to 128 bytes. What lies past a
     /// bound is not read and is named `<member>…` (fail closed: it may hold content).
     pub fn content_like_members(&self) -> Vec<String> {
+        // No unknown member anywhere (every signal a conforming host sends): nothing to scan,
+        // and no scan built (issue #24: the server reads two per turn).
+        if self.extra.is_empty()
+            && self.usage.as_ref().map_or(true, |u| u.extra.is_empty())
+            && self.model.as_ref().map_or(true, |m| m.extra.is_empty())
+        {
+            return Vec::new();
+        }
         let roots = self
             .extra
             .iter()

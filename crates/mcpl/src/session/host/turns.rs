@@ -114,20 +114,26 @@ impl HostState {
         // (`InferenceLifecycle::REQUIREMENT`, §10.5), and it addresses no channel.
         self.gate_params(InferenceLifecycle::NAME, None)
             .map_err(StateError::NotSent)?;
+        let duplicate = || {
+            StateError::Turn(format!(
+                "a turn for inference {inference_id:?} is open or recently ended"
+            ))
+        };
         // A duplicate is refused as one even at the open limit: ending turns would not make
         // room for it.
-        if self.turns.knows(&inference_id) {
-            return Err(StateError::Turn(format!(
-                "a turn for inference {inference_id:?} is open or recently ended"
-            )));
-        }
         if self.open_turns.len() >= crate::session::ENDED_IDS_REMEMBERED {
+            if self.turns.knows(&inference_id) {
+                return Err(duplicate());
+            }
             return Err(StateError::TooManyOpen {
                 what: "lifecycle turns",
                 limit: crate::session::ENDED_IDS_REMEMBERED,
             });
         }
-        self.turns.claim(inference_id.clone());
+        // Below the limit, the claim is the duplicate check (one lookup of the id, not two).
+        if !self.turns.claim(inference_id.clone()) {
+            return Err(duplicate());
+        }
         let params = Lifecycle {
             conversation_id: &conversation_id,
             inference_id: &inference_id,
