@@ -29,9 +29,10 @@ pub struct ServeArgs {
     pub ws: Option<String>,
     /// Most bytes of partial (not yet complete) messages all connections may buffer
     /// together: a plain number of bytes or one with a KiB, MiB or GiB suffix. Past it, a
-    /// growing message is refused with a -32000 error (under the id its first bytes show,
-    /// else null; data {limit, reason: "message_budget"}) and discarded (a WebSocket
-    /// connection then ends); the first 16 KiB
+    /// growing message is refused with a -32000 error (under its id, read on a line
+    /// wherever it comes, else null; a notification is never answered; data {limit,
+    /// reason: "message_budget"}) and discarded (a WebSocket connection then ends, its id
+    /// read from its first bytes only); the first 16 KiB
     /// of each message are outside the budget, so small messages always get through.
     #[arg(long, value_name = "BYTES", default_value = "256MiB", value_parser = parse_bytes)]
     pub max_buffered_bytes: usize,

@@ -134,3 +134,98 @@ async fn an_answer_over_the_budget_fails_its_request_at_once() {
     }
     assert_eq!(peer.pending_requests(), 0);
 }
+
+/// A request over the budget whose `id` (or `method` and `id`) comes after the part read
+/// when it was refused is answered `-32000` under that id all the same: what was read
+/// showed no refusal but a report (no id: it may be a notification, §4.1), so the line
+/// reader reads the rest of the line into its envelope, in bounded memory, and the frame is
+/// refused at the line's end (JSON-RPC 2.0 §5: a request gets a response). Before, it was
+/// reported only and the request never answered. A notification over the budget (no `id`
+/// anywhere) is still never answered; a request after it on the same line is answered
+/// under its own id, as each message of a line refused unread is.
+#[tokio::test(start_paused = true)]
+async fn a_request_whose_id_comes_past_the_budget_is_answered_under_it() {
+    let (peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let mut diags = peer.diagnostics();
+    // Past the read that crosses the budget: the line's end comes in later reads.
+    let pad = format!("{}{}", pad(), "y".repeat(100_000));
+    for (line, expected) in [
+        (
+            format!(r#"{{"jsonrpc":"2.0","method":"m","params":{{"pad":"{pad}"}},"id":9}}"#),
+            json!(9),
+        ),
+        (
+            format!(r#"{{"jsonrpc":"2.0","params":{{"pad":"{pad}"}},"method":"m","id":"late"}}"#),
+            json!("late"),
+        ),
+        (
+            format!(r#"{{"jsonrpc":"2.0","method":"m","params":{{"pad":"{pad}"}},"id":null}}"#),
+            Value::Null,
+        ),
+    ] {
+        let got = exchange(&mut raw, &line).await;
+        assert_eq!(got.len(), 1, "{expected}: {got:?}");
+        assert_eq!(got[0]["id"], expected, "{}", got[0]);
+        assert_eq!(got[0]["error"]["code"], codes::BUSY, "{}", got[0]);
+        assert_eq!(
+            got[0]["error"]["data"],
+            json!({"limit": BUDGET, "reason": "message_budget"})
+        );
+        assert!(matches!(
+            diags.recv().await,
+            Some(Diagnostic::OverBudget { limit: BUDGET, .. })
+        ));
+    }
+    // A notification: never answered (§4.1), reported.
+    let note = format!(r#"{{"jsonrpc":"2.0","method":"n","params":{{"pad":"{pad}"}}}}"#);
+    let got = exchange(&mut raw, &note).await;
+    assert!(got.is_empty(), "a notification was answered: {got:?}");
+    assert!(matches!(
+        diags.recv().await,
+        Some(Diagnostic::OverBudget { limit: BUDGET, .. })
+    ));
+    // A request after it on its line: answered under its own id.
+    let line = format!(r#"{note} {{"jsonrpc":"2.0","id":13,"method":"ping"}}"#);
+    let got = exchange(&mut raw, &line).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["id"], 13, "{}", got[0]);
+    assert_eq!(got[0]["error"]["code"], codes::BUSY, "{}", got[0]);
+}
+
+/// A line of several messages (MCP's stdio framing is one per line) the budget refused
+/// after its first, small one was read whole: the line is what was refused, so the answer
+/// under that first message's id says its line held more than one message rather than
+/// blaming it (it was refused for its line, not its own size); a line of one message keeps
+/// the plain wording. Before, the first was answered as if it alone had run the budget out.
+#[tokio::test(start_paused = true)]
+async fn a_line_of_several_refused_by_the_budget_says_so() {
+    let (_peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let pad = format!("{}{}", pad(), "y".repeat(100_000));
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","id":14,"method":"ping"}} {{"jsonrpc":"2.0","id":15,"method":"m","params":{{"pad":"{pad}"}}}}"#
+    );
+    let got = exchange(&mut raw, &line).await;
+    let first = got.iter().find(|v| v["id"] == 14).expect("14 is answered");
+    assert_eq!(first["error"]["code"], codes::BUSY, "{first}");
+    let message = first["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("the line holding the request")
+            && message.contains("more than one message"),
+        "{message}"
+    );
+    // Every request of the line is answered (15 under its id, or with the line's messages
+    // not kept), none of them told it alone ran the budget out.
+    assert!(got.len() >= 2, "{got:?}");
+    for v in &got {
+        let m = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(!m.contains("the request was refused"), "{v}");
+    }
+    // One message on its line: the plain wording.
+    let alone = format!(r#"{{"jsonrpc":"2.0","id":16,"method":"m","params":{{"pad":"{pad}"}}}}"#);
+    let got = exchange(&mut raw, &alone).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    let m = got[0]["error"]["message"].as_str().unwrap_or_default();
+    assert!(m.contains("the request was refused after"), "{m}");
+}

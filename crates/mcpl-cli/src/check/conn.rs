@@ -653,14 +653,20 @@ async fn pump(
                         reader.discarded_rest(),
                     );
                     let rest = rest_answers(&why, reader.discarded_rest(), None);
+                    let several = !reader.discarded_rest().is_empty();
                     let batch = reader
                         .discarded_head()
                         .is_some_and(mcpl::jsonrpc::discarded_is_batch);
                     let (head, _) =
                         discard_answer(why, reader.discarded_head(), false, transcript.as_ref());
-                    let mut all =
-                        Event::over_budget(std::iter::once(head).chain(rest), bytes, limit, batch)
-                            .into_iter();
+                    let mut all = Event::over_budget(
+                        std::iter::once(head).chain(rest),
+                        bytes,
+                        limit,
+                        batch,
+                        several,
+                    )
+                    .into_iter();
                     let Some(first) = all.next() else {
                         continue;
                     };

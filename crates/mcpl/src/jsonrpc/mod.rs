@@ -249,27 +249,6 @@ impl ErrorObject {
         .with_data(serde_json::json!({ "limit": limit, "bytes": bytes, "reason": "in_flight_bytes" }))
     }
 
-    /// `-32000` (busy, [`codes::BUSY`]) for a message refused after `bytes` because the
-    /// budget of `limit` bytes for buffered partial messages, which connections share, was
-    /// exhausted (`transport::MessageBudget`, `peer::PeerConfig::message_budget`); `data: {
-    /// limit, reason: "message_budget" }`; `batch`: the refused message was a batch. The one
-    /// answer to such a refusal, the peer's and a checker's. Reading (JSON-RPC 2.0 §5.1):
-    /// not `-32600`, since the message may be a valid Request, refused only for this side's
-    /// shared resources at that moment, and may succeed later: a server error, as a busy
-    /// side's is, not an invalid request (contrast a message over `max_message_size`, whose
-    /// own length is the defect, `-32600`).
-    pub fn over_message_budget(bytes: usize, limit: usize, batch: bool) -> Self {
-        let what = if batch { "batch" } else { "request" };
-        Self::new(
-            codes::BUSY,
-            format!(
-                "Busy: the budget of {limit} bytes for buffered partial messages is \
-                 exhausted; the {what} was refused after {bytes} bytes, unread"
-            ),
-        )
-        .with_data(serde_json::json!({ "limit": limit, "reason": "message_budget" }))
-    }
-
     /// `-32602` for a list over its bound: `what` had `count` entries, more than `limit`;
     /// `data: { limit, count }`.
     pub fn too_many(what: &str, limit: usize, count: usize) -> Self {
@@ -935,6 +914,7 @@ pub fn params_of<P: DeserializeOwned>(params: Option<&Value>) -> Result<P, Error
 // Without the runtime only a batch-first text's requests are read (`owed_answers`).
 #[cfg_attr(not(feature = "runtime"), allow(dead_code))]
 pub(crate) mod batch;
+mod budget;
 mod cost;
 pub(crate) mod doubled;
 mod encoded;

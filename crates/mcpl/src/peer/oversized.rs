@@ -261,18 +261,39 @@ impl Discarded {
         refuse(shared, self.head, Limit::Size { bytes, limit }, replies)
     }
 
-    /// Handles a message the shared budget for partial messages refused after `bytes`, from
-    /// its first bytes, by the same rule ([`refuse`]): a request whose id they show is
-    /// answered `-32000` under it, `data: { limit, reason: "message_budget" }`; a response of
-    /// ours among them fails its request now.
+    /// Handles a message the shared budget for partial messages refused after `bytes`
+    /// (`limit` the budget), from what the reader kept of it, by the same rule ([`refuse`]):
+    /// a request whose id it shows is answered `-32000` under it, `data: { limit, reason:
+    /// "message_budget" }`; a response of ours among them fails its request now; a batch's
+    /// responses of ours and the other messages of its line as for a line over the size
+    /// limit. On a line of several (MCP's stdio framing is one message per line) the line is
+    /// what the budget refused: each of its messages is told so, none blamed
+    /// ([`crate::jsonrpc::ErrorObject::over_message_budget_on_line`]). What is left to
+    /// deliver, a policy the read part may hide told first ([`Discarded::unseen_policy`]).
     pub(super) fn over_budget(
-        self,
+        mut self,
         shared: &Shared,
         bytes: usize,
         limit: usize,
         replies: &mut Outbox,
-    ) -> Option<Parsed> {
-        refuse(shared, self.head, Limit::Budget { bytes, limit }, replies)
+    ) -> Vec<Parsed> {
+        let unseen = self.unseen_policy(shared);
+        let rest = std::mem::take(&mut self.rest);
+        let mut failed = self.batch_failures(shared, || {
+            format!(
+                "the batch holding it was refused after {bytes} bytes, unread: the budget of \
+                 {limit} bytes for buffered partial messages is exhausted"
+            )
+        });
+        let broke = Limit::Budget {
+            bytes,
+            limit,
+            several: !rest.is_empty(),
+        };
+        failed.extend(refuse(shared, self.head, broke, replies));
+        failed.extend(Self::rest_over_bound(rest, shared, broke, replies));
+        tell_unseen(&mut failed, unseen);
+        failed
     }
 
     /// Reports a frame that is not text. RFC 8259 §8.1: JSON text is UTF-8, so a message

@@ -375,20 +375,7 @@ fn take_frame(
             return deliver_refused(shared, failed, inbound, replies);
         }
         Frame::OverBudget { bytes, limit } => {
-            let mut discarded = discarded;
-            let unseen = discarded.unseen_policy(shared);
-            let rest = std::mem::take(&mut discarded.rest);
-            let mut failed = discarded.batch_failures(shared, || {
-                format!(
-                    "the batch holding it was refused after {bytes} bytes, unread: the budget \
-                     of {limit} bytes for buffered partial messages is exhausted"
-                )
-            });
-            failed.extend(discarded.over_budget(shared, bytes, limit, replies));
-            let broke = super::refused::Limit::Budget { bytes, limit };
-            let rest = super::oversized::Discarded::rest_over_bound(rest, shared, broke, replies);
-            failed.extend(rest);
-            super::oversized::tell_unseen(&mut failed, unseen);
+            let failed = discarded.over_budget(shared, bytes, limit, replies);
             return deliver_refused(shared, failed, inbound, replies);
         }
         Frame::NotText { reason } => {

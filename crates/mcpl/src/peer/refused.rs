@@ -38,8 +38,14 @@ pub(super) enum Limit<'a> {
     /// Over [`PeerConfig::max_parsed_cost`]: `cost` units, refused unbuilt.
     Cost { cost: usize, limit: usize },
     /// Past the shared budget for partial messages ([`PeerConfig::message_budget`]):
-    /// refused after `bytes`, the rest discarded unread.
-    Budget { bytes: usize, limit: usize },
+    /// refused after `bytes`, the rest discarded unread. `several`: its line held more than
+    /// one message (MCP's stdio framing is one per line), so the line is what was refused,
+    /// each of its messages told so rather than blamed.
+    Budget {
+        bytes: usize,
+        limit: usize,
+        several: bool,
+    },
     /// Nested past what the parser reads (serde_json's 128 levels; the sender's bound is
     /// [`crate::jsonrpc::MAX_MEMBER_NESTING`]), though it may be valid JSON: refused whole,
     /// reported as the parse error it is (`Diagnostic::ParseError`; `error` the parser's),
@@ -75,7 +81,11 @@ impl Limit<'_> {
                 })),
             // A `-32000`-class error, as for a busy side: the message itself may be valid and
             // may succeed later (`transport::budget`); the one public answer.
-            Limit::Budget { bytes, limit } => ErrorObject::over_message_budget(bytes, limit, batch),
+            Limit::Budget {
+                bytes,
+                limit,
+                several,
+            } => ErrorObject::over_message_budget_on_line(bytes, limit, batch, several),
             // As a small text the parser refuses is answered (a response with text after
             // it on its line; `refuse`).
             Limit::Unparsed { error } => crate::jsonrpc::unparsed::parse_refused(error),
@@ -94,10 +104,20 @@ impl Limit<'_> {
                 "the message would cost {cost} units parsed, over the limit of {limit} \
                  (PeerConfig::max_parsed_cost); send fewer or larger values"
             ),
-            Limit::Budget { bytes, limit } => format!(
+            Limit::Budget {
+                bytes,
+                limit,
+                several,
+            } => format!(
                 "the response was refused after {bytes} bytes, unread: the budget of {limit} \
                  bytes for buffered partial messages is exhausted (message_budget; raise \
-                 PeerConfig::message_budget or the MessageBudget it shares)"
+                 PeerConfig::message_budget or the MessageBudget it shares){}",
+                if several {
+                    "; its line held more than one message (one message per line), refused \
+                     together"
+                } else {
+                    ""
+                }
             ),
             Limit::Unparsed { error } => format!("the response could not be parsed: {error}"),
             Limit::Nesting { .. } => format!(
@@ -160,7 +180,9 @@ pub(super) fn refuse(
     };
     match broke {
         Limit::Size { bytes, limit } => shared.diagnose(Diagnostic::Oversized { bytes, limit }),
-        Limit::Budget { bytes, limit } => shared.diagnose(Diagnostic::OverBudget { bytes, limit }),
+        Limit::Budget { bytes, limit, .. } => {
+            shared.diagnose(Diagnostic::OverBudget { bytes, limit })
+        }
         // A response that names a request of ours is reported as the invalid message it is,
         // under its id (as a response taken that is no valid one is: the report is how an
         // application tells the failure delivered at its place from an answer); anything

@@ -10,7 +10,11 @@
 //!
 //! - **Line transports** (stdio, TCP, child process, in-memory): the reader yields
 //!   [`Frame::OverBudget`](super::Frame::OverBudget) at once and discards the rest of the
-//!   line without buffering it; the connection survives. The peer handles it by the rule of
+//!   line without buffering it; the connection survives. When what was read shows no `id`
+//!   (a notification, or a request whose `id` comes later: reported only were it yielded
+//!   then), the rest of the line is read into its envelope as it streams past (bounded, as
+//!   for an oversized line) and the frame yielded at the line's end, so such a request is
+//!   answered under its id (JSON-RPC 2.0 §5). The peer handles it by the rule of
 //!   every refused message, from what was read of it (the envelope scanner's reading: its
 //!   envelope, wherever its id is, or its first [`super::DISCARDED_HEAD_BYTES`] when it is
 //!   no object): a request is answered with one `-32000` error under the id it shows
@@ -42,9 +46,10 @@
 //!
 //! Reading (the spec is silent): the refusal is a `-32000`-class error, as for a busy
 //! server (`max_in_flight_requests`), since the message itself may be valid and the same
-//! message may succeed later. It is answered under the id its first bytes show, `id: null`
-//! when that id is none or cut (JSON-RPC 2.0 §5), and not at all when they show no method
-//! (a notification, or nothing known), as `crate::peer`'s rule for refused messages reads it.
+//! message may succeed later. It is answered under the id read of it, `id: null`
+//! when that id is none or cut (JSON-RPC 2.0 §5), and not at all when what was read shows
+//! no `id` or no method (a notification, or nothing known), as `crate::peer`'s rule for
+//! refused messages reads it.
 
 use std::future::Future;
 use std::io;

@@ -67,6 +67,17 @@ impl Sighted {
         self.several.feed(bytes);
     }
 
+    /// Whether what was read so far of a single object refused part read leaves it reported
+    /// only, by the peer's one rule (`jsonrpc::head::discarded_refusal`): no `id` member
+    /// read (a notification, or a request whose id comes later), or neither a `method` nor
+    /// an outcome. A batch, junk, or an object whose id was read tell more already.
+    pub(crate) fn tells_only_a_report(&self) -> bool {
+        self.envelope.summary(false).is_some_and(|summary| {
+            crate::jsonrpc::head::discarded_refusal(&summary)
+                == crate::jsonrpc::head::Refusal::Report
+        })
+    }
+
     /// What the peer reads of the message: its envelope's summary ([`Envelope::summary`],
     /// `ended` as there); for a batch, the summaries of the responses in it, as a JSON
     /// array ([`batch::BatchSighted::summary`]); else its first bytes.

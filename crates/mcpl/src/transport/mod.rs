@@ -58,7 +58,10 @@ pub enum Frame {
     },
     /// A partial message refused because the shared [`MessageBudget`] could not cover its
     /// growth: its buffer was freed and the rest of it is discarded without being buffered
-    /// (over WebSocket, the connection then ends). Yielded at once, not at its end.
+    /// (over WebSocket, the connection then ends). Yielded at once, not at its end; but a
+    /// line whose part read shows no `id` (it may be a notification, reported only) is
+    /// yielded at its end, its envelope read from every byte as it streamed past (bounded),
+    /// so a request whose `id` comes late is still answered under it (JSON-RPC 2.0 §5).
     OverBudget {
         /// Bytes of it read when it was refused.
         bytes: usize,
@@ -286,6 +289,11 @@ pub struct LineReader<R> {
     discarding: Option<usize>,
     /// Discarding the rest of a line refused by the budget (already reported).
     refused: bool,
+    /// A line the budget refused whose part read told no refusal but a report
+    /// ([`envelope::Sighted::tells_only_a_report`]: no `id` read, so it may be a
+    /// notification): its frame, yielded at the line's end, its rest read into its envelope
+    /// (bounded) as it streams past, so an `id` (or `method`) past the cut still names it.
+    deferred: Option<Frame>,
     limit: usize,
     /// What `line`'s capacity takes from the shared budget.
     hold: budget::Hold,
@@ -325,7 +333,9 @@ enum Then {
     /// An oversized line, discarded: yielded once its newline was seen (`ended`).
     Oversized { ended: bool },
     /// A line the budget refused: yielded at once, its envelope's summary as the
-    /// discarded head (`ended`: its newline was seen, the object may be whole).
+    /// discarded head (`ended`: its newline was seen, the object may be whole); or, when
+    /// what was read tells only a report and the line goes on, at its end
+    /// ([`LineReader::deferred`]).
     OverBudget { frame: Frame, ended: bool },
     /// A line that is not UTF-8 ([`Frame::NotText`]): yielded once read, its envelope's
     /// summary, read leniently, as the discarded head.
@@ -358,6 +368,7 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
             line: Vec::new(),
             discarding: None,
             refused: false,
+            deferred: None,
             limit: DEFAULT_MAX_MESSAGE_SIZE,
             hold: budget::Hold::new(MessageBudget::process()),
             ended_mid_line: false,
@@ -377,7 +388,8 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         let rest = pending.get(self.pos..).unwrap_or_default();
         // A line is assembled only from bytes no frame left in `pending`: at most one of
         // the two holds anything, and the line came first.
-        let mut unframed = if self.discarding.is_none() && !self.refused {
+        let mut unframed = if self.discarding.is_none() && !self.refused && self.deferred.is_none()
+        {
             std::mem::take(&mut self.line)
         } else {
             Vec::new()
@@ -447,6 +459,11 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
                         self.refused = false;
                         return Ok(None);
                     }
+                    if let Some(frame) = self.deferred_end() {
+                        // A final line without a terminator still counts as a message.
+                        self.ended_mid_line = true;
+                        return Ok(Some(frame));
+                    }
                     if self.discarding.is_none() && self.line.is_empty() {
                         return Ok(None);
                     }
@@ -513,6 +530,12 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         // so at most `limit + 1` bytes are ever buffered.
         if self.refused {
             // The rest of a line the budget refused: skipped, reported already.
+        } else if self.deferred.is_some() {
+            // The rest of a line the budget refused whose frame waits for its end: read
+            // into its envelope only.
+            if let Some(envelope) = self.envelope.as_mut() {
+                envelope.feed(available.get(..take).unwrap_or_default());
+            }
         } else if let Some(seen) = self.discarding.as_mut() {
             *seen += take;
             if let Some(envelope) = self.envelope.as_mut() {
@@ -553,7 +576,20 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         if std::mem::take(&mut self.refused) {
             return (consumed, None);
         }
+        if let Some(frame) = self.deferred_end() {
+            return (consumed, Some(frame));
+        }
         (consumed, self.end_of_line())
+    }
+
+    /// The frame of a line the budget refused, deferred to its end ([`Self::deferred`]),
+    /// now that it ended: what its envelope read of every byte of it is kept.
+    fn deferred_end(&mut self) -> Option<Frame> {
+        let frame = self.deferred.take()?;
+        if let Some(sighted) = self.envelope.take() {
+            (self.discard_head, self.discard_rest) = envelope::kept(*sighted, true);
+        }
+        Some(frame)
     }
 
     /// The frame a line's end completes; `None` while the buffered part of an oversized
@@ -634,6 +670,21 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         self.hold.clear();
         let frame = match then {
             Some(Then::Oversized { ended: true }) => self.end_of_line(),
+            // Its part read shows no id (it may be a notification, reported only): the rest
+            // of the line is read into the envelope as it streams past, and the frame
+            // yielded at its end, so an id past the cut is answered under (JSON-RPC 2.0 §5).
+            Some(Then::OverBudget {
+                frame,
+                ended: false,
+            }) if self
+                .envelope
+                .as_ref()
+                .is_some_and(|s| s.tells_only_a_report()) =>
+            {
+                self.refused = false;
+                self.deferred = Some(frame);
+                None
+            }
             Some(Then::OverBudget { frame, ended }) => {
                 if let Some(sighted) = self.envelope.take() {
                     (self.discard_head, self.discard_rest) = envelope::kept(*sighted, ended);
@@ -688,7 +739,10 @@ impl<R: AsyncRead + Unpin + Send> FrameReader for LineReader<R> {
     }
 
     fn unfinished(&self) -> Option<&[u8]> {
-        let begun = self.discarding.is_none() && !self.refused && !self.line.is_empty();
+        let begun = self.discarding.is_none()
+            && !self.refused
+            && self.deferred.is_none()
+            && !self.line.is_empty();
         begun.then_some(self.line.as_slice())
     }
 

@@ -638,25 +638,53 @@ async fn a_large_refused_lines_envelope_read_in_steps_is_the_one_read_at_once() 
             assert!(head.contains(&format!(r#""id":{id}"#)), "{head}");
         }
     }
-    // The budget refuses the line past 256 KiB: its summary is that of the bytes read.
+    // The budget refuses the line past 256 KiB. Its id comes first: the summary is that of
+    // the bytes read, yielded at once. Its id comes last (what was read shows no id, reported
+    // only were it yielded then): the rest of the line is read into its envelope, and the
+    // summary is that of the whole line, its id shown (JSON-RPC 2.0 §5: a request is
+    // answered), yielded at its end.
+    let id_first = {
+        let mut line = br#"{"id":5,"#.to_vec();
+        line.extend_from_slice(mid.get(1..).unwrap());
+        line
+    };
     for cuts in [vec![], vec![1000], vec![7, 65_536, 333]] {
-        let input = [mid.as_slice(), b"\n{\"a\":1}\n"].concat();
-        let mut r = LineReader::new(Chunked::cut(&input, &cuts));
-        r.set_max_message_size(1 << 20);
-        r.set_message_budget(MessageBudget::new(256 * 1024));
-        let got = frames_and_heads(&mut r).await;
-        assert_eq!(got.len(), 2, "cuts {cuts:?}: {got:?}");
-        let Frame::OverBudget { bytes, .. } = got[0].0 else {
-            panic!("cuts {cuts:?}: {:?}", got[0].0);
-        };
-        assert!(bytes > SCAN_AT_ONCE, "cuts {cuts:?}: refused after {bytes}");
-        assert_eq!(
-            got[0].1,
-            summary_at_once(&mid[..bytes], false),
-            "cuts {cuts:?}"
-        );
-        assert_eq!(got[1], (text(r#"{"a":1}"#), None), "cuts {cuts:?}");
+        for (line, whole) in [(&id_first, false), (&mid, true)] {
+            let input = [line.as_slice(), b"\n{\"a\":1}\n"].concat();
+            let mut r = LineReader::new(Chunked::cut(&input, &cuts));
+            r.set_max_message_size(1 << 20);
+            r.set_message_budget(MessageBudget::new(256 * 1024));
+            let got = frames_and_heads(&mut r).await;
+            assert_eq!(got.len(), 2, "cuts {cuts:?}: {got:?}");
+            let Frame::OverBudget { bytes, .. } = got[0].0 else {
+                panic!("cuts {cuts:?}: {:?}", got[0].0);
+            };
+            assert!(bytes > SCAN_AT_ONCE, "cuts {cuts:?}: refused after {bytes}");
+            let want = match whole {
+                true => summary_at_once(line, true),
+                false => summary_at_once(&line[..bytes], false),
+            };
+            assert_eq!(got[0].1, want, "cuts {cuts:?}, whole {whole}");
+            let head = String::from_utf8_lossy(want.as_deref().unwrap_or_default()).into_owned();
+            let id = if whole { r#""id":1"# } else { r#""id":5"# };
+            assert!(head.contains(id), "{head}");
+            assert_eq!(got[1], (text(r#"{"a":1}"#), None), "cuts {cuts:?}");
+        }
     }
+    // Its end never comes (the stream ends mid-line): yielded at the end of the stream,
+    // read as far as it went.
+    let mut r = LineReader::new(Chunked::cut(&mid, &[1000]));
+    r.set_max_message_size(1 << 20);
+    r.set_message_budget(MessageBudget::new(256 * 1024));
+    let got = frames_and_heads(&mut r).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        matches!(got[0].0, Frame::OverBudget { .. }),
+        "{:?}",
+        got[0].0
+    );
+    assert_eq!(got[0].1, summary_at_once(&mid, true));
+    assert!(r.ended_mid_line());
 }
 
 /// `begins_as_json` reads bytes as `jsonrpc::message_start` reads text (whitespace,

@@ -71,7 +71,8 @@ pub enum Event {
 impl Event {
     /// The events of a message refused for the budget of partial messages (`bytes` read,
     /// `limit` the budget, `batch` whether it was a batch, by the library's reading) and of
-    /// the other messages on its line, answered as the library's peer answers them: each request said as an invalid frame, then refused
+    /// the other messages on its line (`several`: there were some; the line is then said to
+    /// be what was refused, [`ErrorObject::over_message_budget_on_line`]), answered as the library's peer answers them: each request said as an invalid frame, then refused
     /// with [`ErrorObject::over_message_budget`] (`-32000`: the message may be valid and
     /// refused only for this side's resources, JSON-RPC 2.0 §5.1) where it would be
     /// `-32600`; every other event as it was.
@@ -80,6 +81,7 @@ impl Event {
         bytes: usize,
         limit: usize,
         batch: bool,
+        several: bool,
     ) -> Vec<Event> {
         let mut out = Vec::new();
         for (i, event) in events.into_iter().enumerate() {
@@ -90,7 +92,12 @@ impl Event {
                         id,
                         // The first event is the message itself; the others on its line
                         // are answered as a text that does not parse is (`peer::refused`).
-                        error: ErrorObject::over_message_budget(bytes, limit, batch && i == 0),
+                        error: ErrorObject::over_message_budget_on_line(
+                            bytes,
+                            limit,
+                            batch && i == 0,
+                            several,
+                        ),
                         unless_ours: None,
                     });
                 }
@@ -124,6 +131,7 @@ mod tests {
             10,
             8,
             false,
+            false,
         );
         let refused = out.iter().find_map(|e| match e {
             Event::Refused { id, error, .. } => Some((id.clone(), error.code)),
@@ -136,7 +144,8 @@ mod tests {
     }
 
     /// A batch refused for the budget is said as a batch (the peer's `head.batch`), and only
-    /// the refused message itself: another message on its line is said as a request.
+    /// the refused message itself: another message on its line is said as a request, each
+    /// told its line (of several) was refused.
     #[test]
     fn a_batch_over_the_budget_is_said_as_a_batch() {
         let out = Event::over_budget(
@@ -153,6 +162,7 @@ mod tests {
             10,
             8,
             mcpl::jsonrpc::discarded_is_batch(b"  [{\"jsonrpc\":\"2.0\""),
+            true,
         );
         let said: Vec<String> = out
             .iter()
@@ -162,8 +172,13 @@ mod tests {
             })
             .collect();
         assert_eq!(said.len(), 2);
-        assert!(said[0].contains("the batch was refused"), "{said:?}");
-        assert!(said[1].contains("the request was refused"), "{said:?}");
+        // A line of several: the line is what was refused, neither message blamed.
+        assert!(said[0].contains("the line holding the batch"), "{said:?}");
+        assert!(said[1].contains("the line holding the request"), "{said:?}");
+        assert!(
+            said.iter().all(|m| m.contains("more than one message")),
+            "{said:?}"
+        );
         assert!(!mcpl::jsonrpc::discarded_is_batch(b"{\"id\":1"));
     }
 }
