@@ -421,6 +421,47 @@ async fn a_result_with_no_content_and_no_chunk_is_skipped() {
     );
 }
 
+/// §11.4 read fail closed: a chunk naming a request of the checker's the host had already
+/// refused (the early, unstreamed `inference/request`, answered `-32001`) streams for a
+/// request that is over, after its final response: it fails `host.chunks-well-formed`,
+/// named, as a chunk after the streamed probe's response does. Before, it only warned
+/// `host.chunks-only-when-streamed`, as a chunk for a request still waiting does.
+#[tokio::test]
+async fn a_chunk_for_a_request_the_host_refused_fails() {
+    let refused = std::sync::Mutex::new(None::<Value>);
+    let doc = raw_host("after-refusal.json", &STREAMING, |m| {
+        if m["method"] != "inference/request" {
+            return None;
+        }
+        if m["params"]["stream"] != true {
+            // Refused (`raw_host`'s -32001), its id kept.
+            *refused.lock().unwrap() = Some(m["id"].clone());
+            return None;
+        }
+        let id = &m["id"];
+        let old = refused
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("an unstreamed one came first");
+        Some(
+            [
+                chunk(&old, json!(0), json!("stale")),
+                chunk(id, json!(0), json!("OK")),
+                result(id, "OK"),
+            ]
+            .concat(),
+        )
+    })
+    .await;
+    let c = check(&doc, WELL_FORMED);
+    assert_eq!(c["status"], "fail", "{doc:#}");
+    let d = c["detail"].as_str().unwrap();
+    assert!(d.contains("already answered"), "{d}");
+    // Not counted as one for a request still waiting too.
+    assert_ne!(check(&doc, UNASKED)["status"], "warn", "{doc:#}");
+}
+
 /// Without the streaming leaf the probe stays unstreamed (under `check.infer`); a chunk for
 /// it warns `host.chunks-only-when-streamed` as before, and `host.chunks-well-formed` has
 /// no stream to judge.

@@ -69,7 +69,7 @@ pub(super) async fn poll_once(call: &mut Call) -> Option<Result<Value, PeerError
 /// known of the connection.
 pub(super) struct Run {
     pub(super) peer: Peer,
-    incoming: Incoming,
+    pub(super) incoming: Incoming,
     /// The connection's diagnostics (bounded: [`super::peer_config`]), read for the report.
     diagnostics: Diagnostics,
     /// What they told of frames discarded since [`Run::discarded`] last said so: over the

@@ -8,7 +8,9 @@
 //!
 //! - the streamed probe's id: judged here, each chunk in wire order;
 //! - another request of the checker's (one that asked for no stream: the unstreamed probe,
-//!   the early one, a ping): `host.chunks-only-when-streamed`'s (a warning), as before;
+//!   the early one, a ping): `host.chunks-only-when-streamed`'s (a warning), as before,
+//!   while that request waits for its answer; once the host answered it (a result, or an
+//!   error: refused), judged here, a fail;
 //! - an id the checker never sent, or none: judged here, a fail.
 //!
 //! Readings (§11.4 is an example and two sentences, no MUST; where it is silent this reads
@@ -36,6 +38,16 @@
 //!   of no request: it fails, as a response under an id never sent fails
 //!   `host.responses-answer-requests` (JSON-RPC 2.0 §5). It is no chunk for a request that
 //!   asked for no stream, so `host.chunks-only-when-streamed` does not count it too.
+//! - **a chunk for a request of the checker's the host had already answered** (read after
+//!   that request's response, wire order; a refusal is an answer) fails, as a chunk after
+//!   the streamed probe's response does: §11.4 has the host send chunks *before* the final
+//!   response, so such a chunk streams for a request that is over (refused: none was run),
+//!   and a server can attribute it to nothing. Not a MUST in §11.4's words; read fail
+//!   closed, as the probe's late chunk is. Wire order is the frames' numbers: the
+//!   checker's reader notes the frame each of its requests was answered in
+//!   (`watched::IntegralIds::answered_before`), every request's, however it was awaited.
+//!   Bounded as the ids sent are (`IntegralIds::SENT_KEPT` answers remembered); a chunk for
+//!   one past them is judged as for a request still waiting (a warning).
 //! - **no chunk** before a result whose content is non-empty text warns: §11.4 says the host
 //!   sends chunks when `stream: true`, but states no MUST, and the result still carries the
 //!   whole text. (The library host sends the text as one chunk in that case,
@@ -93,6 +105,8 @@ enum Answer {
 /// The streamed probe and the chunks the host sent for it (or for no request at all).
 #[derive(Debug, Default)]
 pub(super) struct Streamed {
+    /// Chunks naming a request of the checker's already answered (fails).
+    after_answer: Tally<KEPT>,
     /// The streamed probe's id, once it was sent with `stream: true`.
     probe: Option<RequestId>,
     /// Its response came (wire order): a chunk for it from now on is late.
@@ -169,6 +183,12 @@ impl Streamed {
         if id.is_some() && id == self.probe.as_ref() {
             self.answered = true;
         }
+    }
+
+    /// Notes a chunk whose `requestId` (`said`, quoted) names a request of the checker's
+    /// the host had already answered.
+    pub(super) fn after_answer(&mut self, said: String) {
+        self.after_answer.note(|| capped(said, DESCRIBED_BYTES));
     }
 
     /// What the streamed probe was answered with (once the probe settled).
@@ -289,6 +309,20 @@ impl Streamed {
                 self.stray.count(),
                 self.stray.joined(),
                 if self.stray.cut().is_some() {
+                    ", …"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if self.after_answer.count() > 0 {
+            fails.push(format!(
+                "{} inference/chunk(s) named a request of the checker's the host had already \
+                 answered ({}{}; §11.4: chunks come before the final response; a request \
+                 answered, or refused, streams nothing more)",
+                self.after_answer.count(),
+                self.after_answer.joined(),
+                if self.after_answer.cut().is_some() {
                     ", …"
                 } else {
                     ""
@@ -470,7 +504,8 @@ impl Streamed {
 impl Run {
     /// Sorts one `inference/chunk` (`params` as sent) by its `requestId`: the streamed
     /// probe's judged here, another request's of the checker's counted for
-    /// `host.chunks-only-when-streamed`, one naming no request of the checker's a defect.
+    /// `host.chunks-only-when-streamed` (a defect here once the host answered it), one
+    /// naming no request of the checker's a defect.
     ///
     /// A `requestId` naming an integer with a fraction or an exponent (`29.0`) is read as that
     /// integer ([`crate::check::conn::integral_number`], as `host.response-ids-as-sent`
@@ -488,6 +523,15 @@ impl Run {
         });
         if self.stream.is_probe(id.as_ref()) {
             self.stream.chunk(params, written);
+        } else if id
+            .as_ref()
+            .is_some_and(|id| self.integral.answered_before(id, self.incoming.frame()))
+        {
+            // A request of the checker's the host answered already, in a frame before this
+            // chunk's (refused, or with a result): it streams nothing more (§11.4, read
+            // fail closed).
+            let said = raw.map_or_else(String::new, |v| format!("requestId {}", excerpt(v)));
+            self.stream.after_answer(said);
         } else if id.as_ref().is_some_and(|id| self.integral.was_sent(id)) {
             self.chunks = self.chunks.saturating_add(1);
             if self.first_chunk_for.is_none() {
@@ -685,6 +729,24 @@ mod tests {
         let (status, d) = s.verdict().unwrap_or((Status::Skip, String::new()));
         assert_eq!(status, Status::Fail, "{d}");
         assert!(d.contains("999"), "{d}");
+    }
+
+    /// §11.4 read fail closed: a chunk naming a request of the checker's that asked for no
+    /// stream, read after the host had answered that request (refused it, or gave a result),
+    /// fails: the request is settled, chunks come before the final response. One read before
+    /// its answer stays `host.chunks-only-when-streamed`'s (not judged here; the order is
+    /// `watched`'s, tested there and over the wire).
+    #[test]
+    fn s11_4_a_chunk_for_a_request_already_answered_fails() {
+        let mut s = Streamed::default();
+        assert!(s.verdict().is_none());
+        s.after_answer("requestId 3".into());
+        let (status, d) = s.verdict().unwrap_or((Status::Skip, String::new()));
+        assert_eq!(status, Status::Fail, "{d}");
+        assert!(
+            d.contains("requestId 3") && d.contains("already answered"),
+            "{d}"
+        );
     }
 
     /// The joined deltas are kept up to [`JOINED_KEPT`] bytes; longer equal text still

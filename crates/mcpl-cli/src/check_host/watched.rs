@@ -231,6 +231,12 @@ struct IntegralSeen {
     sent: SentIds,
     /// The responses whose id was rewritten.
     rewritten: Tally<{ Repeats::KEPT }>,
+    /// Frames read so far: the number of the last (the peer numbers every frame it takes,
+    /// discarded ones too, from 1: `Incoming::frame`).
+    frames: u64,
+    /// The checker's requests answered, each with the number of the frame its first
+    /// response came in, at most [`IntegralIds::SENT_KEPT`] ([`IntegralIds::answered_before`]).
+    answered: std::collections::HashMap<i64, u64>,
 }
 
 /// The checker's request ids, as runs of consecutive integers, oldest first: the peer numbers
@@ -285,6 +291,53 @@ impl IntegralIds {
             return false;
         };
         self.0.lock().is_ok_and(|seen| seen.sent.contains(&id))
+    }
+
+    /// Whether the host answered the checker's request `id` in a frame before frame number
+    /// `frame` (the peer's, `Incoming::frame`): wire order, whoever awaited that request
+    /// (a call awaited through the peer's pending map is answered out of the ordered queue,
+    /// so only the frames tell). A chunk naming it from such a frame streams for a request
+    /// already over (§11.4). False for an answer not remembered (past `SENT_KEPT` of them).
+    pub(super) fn answered_before(&self, id: &mcpl::jsonrpc::RequestId, frame: u64) -> bool {
+        let Some(id) = id.to_value().as_i64() else {
+            return false;
+        };
+        self.0
+            .lock()
+            .is_ok_and(|seen| seen.answered.get(&id).is_some_and(|at| *at < frame))
+    }
+
+    /// Numbers one frame read, and notes it as the answer to a request of the checker's when
+    /// it is a single object with that request's integer id and no `method` (a batch's
+    /// answers are not noted: a chunk naming one is judged as for a request still waiting).
+    /// Bounded: a frame costlier than the peer would build is only counted.
+    fn frame_read(&self, text: Option<&str>) {
+        let Ok(mut seen) = self.0.lock() else {
+            return;
+        };
+        seen.frames = seen.frames.saturating_add(1);
+        let Some(text) = text else {
+            return;
+        };
+        if seen.answered.len() >= Self::SENT_KEPT
+            || mcpl::jsonrpc::parsed_cost(text) > super::MAX_PARSED_COST
+        {
+            return;
+        }
+        let (text, _) = mcpl::jsonrpc::message_read(text);
+        if !text.starts_with('{') {
+            return;
+        }
+        let Ok(head) = serde_json::from_str::<Head>(text) else {
+            return;
+        };
+        let (None, Some(id)) = (head.method, head.id.as_ref().and_then(Value::as_i64)) else {
+            return;
+        };
+        if seen.sent.contains(&id) {
+            let at = seen.frames;
+            seen.answered.entry(id).or_insert(at);
+        }
     }
 
     /// Notes the id of an outgoing frame that is a request with an integer id (once when the
@@ -451,6 +504,13 @@ impl Watched {
     /// reader still holds it).
     fn read(&self, read: &io::Result<Option<Frame>>) {
         let ended_inside = self.inner.ended_mid_line();
+        if let Ok(Some(frame)) = read {
+            let text = match frame {
+                Frame::Text(text) => Some(text.as_str()),
+                _ => None,
+            };
+            self.integral.frame_read(text);
+        }
         match read {
             Ok(Some(Frame::Text(text))) => {
                 if ended_inside {
@@ -525,6 +585,29 @@ mod tests {
 
     fn request(id: i64) -> String {
         serde_json::json!({ "jsonrpc": "2.0", "id": id, "method": "ping" }).to_string()
+    }
+
+    /// Wire order of answers: a request of the checker's answered in frame 2 was answered
+    /// before frame 3, not before frame 2; a frame with a method, a batch, an id never sent
+    /// answers nothing.
+    #[test]
+    fn an_answer_is_noted_at_its_frame() {
+        let ids = IntegralIds::default();
+        ids.sent(&request(3));
+        ids.sent(&request(4));
+        let three = mcpl::jsonrpc::RequestId::from(3_i64);
+        let four = mcpl::jsonrpc::RequestId::from(4_i64);
+        ids.frame_read(Some(r#"{"jsonrpc":"2.0","method":"m","id":3}"#));
+        ids.frame_read(Some(
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32001,"message":"x"}}"#,
+        ));
+        ids.frame_read(Some(r#"[{"jsonrpc":"2.0","id":4,"result":{}}]"#));
+        ids.frame_read(None);
+        ids.frame_read(Some(r#"{"jsonrpc":"2.0","id":99,"result":{}}"#));
+        assert!(!ids.answered_before(&three, 2));
+        assert!(ids.answered_before(&three, 3));
+        assert!(!ids.answered_before(&four, 9));
+        assert!(!ids.answered_before(&mcpl::jsonrpc::RequestId::from(99_i64), 9));
     }
 
     /// JSON-RPC 2.0 §5 (a response carries its request's id): a host can make the checker
