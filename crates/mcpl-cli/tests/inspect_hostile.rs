@@ -518,6 +518,46 @@ fn a_huge_waiting_request_is_kept_cut() {
     assert_eq!(r["ok"], true, "{r}");
 }
 
+/// JSON-RPC 2.0 §4: each waiting server → host request is listed with the id the server sent
+/// it under (`wireId`), besides the inspector's own number (`id`, the handle an answer
+/// takes). Before, only the handle was shown, and a person could not tell which of the
+/// server's requests was waiting.
+#[test]
+fn a_waiting_request_shows_the_id_the_server_sent() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || asking_server(listener, 2, 10));
+    let insp = Inspect::start(&[&format!("tcp://{addr}")]);
+    let mut events = insp.events();
+    let state = state_until(&insp, &mut events, "two requests wait", |s| {
+        s["pending"].as_array().is_some_and(|p| p.len() == 2)
+    });
+    let mut wire: Vec<String> = state["pending"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert!(p["id"].is_u64(), "{p}");
+            p["wireId"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    wire.sort();
+    assert_eq!(wire, ["ask0", "ask1"], "{state}");
+    // Answered by its handle, the answer remembered under both.
+    let id = state["pending"][0]["id"].clone();
+    let r = insp.post("/api/answer", json!({ "id": id, "text": "short" }));
+    assert_eq!(r["ok"], true, "{r}");
+    let answered = insp.get("/api/state")["answered"].clone();
+    assert!(
+        answered
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["id"] == id && a["wireId"] == state["pending"][0]["wireId"]),
+        "{answered}"
+    );
+}
+
 /// A client that sends requests and never reads the answers (no token needed: a `401` is
 /// an answer too) held its connection for ever once the answers filled the socket's
 /// buffers: the request-head deadline does not run while a response is being written, so

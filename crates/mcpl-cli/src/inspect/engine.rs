@@ -11,6 +11,7 @@
 mod events;
 mod exit;
 mod open;
+mod parked;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -26,6 +27,7 @@ use mcpl::protocol::push::timestamp_millis;
 use mcpl::tags::TreatmentRules;
 use mcpl::transport::child::ChildControl;
 use open::open;
+use parked::Parked;
 use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, oneshot, watch};
@@ -146,6 +148,10 @@ pub struct Pending {
     pub requirement: Option<Requirement>,
     /// Where the answer goes.
     pub answer: oneshot::Sender<Result<Value, ErrorObject>>,
+    /// The id the server sent it under (JSON-RPC 2.0 §4), as the library tells its handler
+    /// ([`mcpl::host::handled_request_id`]); the list's own number (its key) is the handle
+    /// the REPL and dashboard answer by.
+    pub wire_id: Option<RequestId>,
 }
 
 /// Everything the front ends show, besides the log.
@@ -818,11 +824,12 @@ impl Engine {
         Arc::new(move |method: &str, params: Value| {
             let weak = weak.clone();
             let method = method.to_owned();
+            let wire_id = mcpl::host::handled_request_id();
             Box::pin(async move {
                 match weak.upgrade() {
                     Some(inner) => {
                         Engine { inner }
-                            .server_request(generation, method, params)
+                            .server_request(generation, method, params, wire_id)
                             .await
                     }
                     None => Err(ErrorObject::internal("the inspector has ended")),
@@ -831,13 +838,15 @@ impl Engine {
         })
     }
 
-    /// A server → host request the grant admitted (§11, §12): answered automatically, or
-    /// parked until the dashboard or the REPL answers it (bounded in number and time).
+    /// A server → host request the grant admitted (§11, §12), sent under `wire_id`:
+    /// answered automatically, or parked until the dashboard or the REPL answers it (bounded
+    /// in number and time).
     async fn server_request(
         &self,
         generation: u64,
         method: String,
         params: Value,
+        wire_id: Option<RequestId>,
     ) -> Result<Value, ErrorObject> {
         let since = timestamp_millis(SystemTime::now());
         let (tx, rx) = oneshot::channel();
@@ -852,7 +861,8 @@ impl Engine {
         };
         if let Some(result) = auto {
             let mut record = json!({ "method": method, "params": params, "since": since,
-                                 "answer": result, "by": "auto", "generation": generation });
+                                 "answer": result, "by": "auto", "generation": generation,
+                                 "wireId": wire_id });
             bound_bytes(&mut record, &["params", "answer"]);
             push_bounded(&mut self.state().answered, record, MAX_HISTORY);
             self.changed();
@@ -891,6 +901,7 @@ impl Engine {
                     generation,
                     requirement,
                     answer: tx,
+                    wire_id: wire_id.clone(),
                 },
             );
             id
@@ -906,7 +917,7 @@ impl Engine {
         let _ = self
             .inner
             .ui
-            .send(json!({ "type": "request", "id": id, "method": method }));
+            .send(json!({ "type": "request", "id": id, "method": method, "wireId": wire_id }));
         self.changed();
         let outcome = match tokio::time::timeout(PENDING_TIMEOUT, rx).await {
             Ok(Ok(answer)) => answer,
@@ -932,7 +943,8 @@ impl Engine {
             Err(e) => json!({ "error": { "code": e.code, "message": e.message } }),
         };
         let mut record = json!({ "id": id, "method": p.method, "params": p.params, "since": p.since,
-                             "answer": shown, "by": "user", "generation": p.generation });
+                             "answer": shown, "by": "user", "generation": p.generation,
+                             "wireId": p.wire_id });
         // What the wire carries, not what was typed: the host's refusal in its place.
         if let Some(why) = p.revoked(self.session().as_ref()) {
             record["typed"] = record["answer"].take();
@@ -948,36 +960,6 @@ impl Engine {
         } else {
             Err(format!("request {id} is no longer waiting"))
         }
-    }
-}
-
-/// A waiting request's place in [`State::pending`], held by its handler: when the library
-/// stops the handler before an answer (a server's `notifications/cancelled`, the session's
-/// `answer_timeout`, the connection's end), the request was shown waiting and answerable
-/// for up to [`PENDING_TIMEOUT`], a [`MAX_PENDING`] slot taken; now it leaves the list, noted
-/// in the log. Answered or timed out, it is already gone and nothing is noted.
-struct Parked {
-    engine: Weak<Inner>,
-    id: u64,
-    method: String,
-}
-
-impl Drop for Parked {
-    fn drop(&mut self) {
-        let Some(inner) = self.engine.upgrade() else {
-            return;
-        };
-        let e = Engine { inner };
-        let Some(p) = e.state().pending.remove(&self.id) else {
-            return;
-        };
-        e.note(format!(
-            "connection {}: request {} ({}) no longer waits: the host stopped its handler \
-             (cancelled by the server, answered by the session's deadline, or its connection \
-             ended)",
-            p.generation, self.id, self.method
-        ));
-        e.changed();
     }
 }
 

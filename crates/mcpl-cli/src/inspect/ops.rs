@@ -234,8 +234,8 @@ impl Engine {
             .pending
             .iter()
             .map(|(id, p)| {
-                json!({ "id": id, "method": p.method, "params": p.params, "since": p.since,
-                        "generation": p.generation,
+                json!({ "id": id, "wireId": p.wire_id, "method": p.method, "params": p.params,
+                        "since": p.since, "generation": p.generation,
                         "suggested": p.suggested,
                         "revoked": p.revoked(session.as_ref()) })
             })

@@ -43,7 +43,7 @@ commands (one per line):
   close CHANNEL              channels/close CHANNEL
   channels                   registered channels with their descriptors
   events [N]                 the last N admitted events (default 10)
-  pending                    server → host requests waiting for an answer
+  pending                    server → host requests waiting for an answer (id= the server's, handle = what answer takes)
   answer ID TEXT             answer waiting request ID with TEXT
   auto off|echo|TEXT         how server → host requests are answered from now on
   manifest [refresh]         the manifest in force (refresh: fetch mcpl/manifest now)
@@ -371,6 +371,23 @@ fn readable(cmd: &str, v: &Value) -> String {
             })
             .collect::<Vec<_>>()
             .join("\n"),
+        // The id the server sent each under, then the handle `answer` takes.
+        ("pending", Value::Array(waiting)) if !waiting.is_empty() => waiting
+            .iter()
+            .map(|p| {
+                let revoked = match p["revoked"].as_str() {
+                    Some(why) => format!(" (revoked: {})", one_line(why)),
+                    None => String::new(),
+                };
+                format!(
+                    "{} {} since {}{revoked}",
+                    wire_and_handle(p),
+                    field(&p["method"]),
+                    field(&p["since"])
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
         ("call", _) if v.get("content").is_some_and(Value::is_array) => {
             let texts: Vec<String> = v["content"]
                 .as_array()
@@ -420,6 +437,16 @@ fn received(r: Result<Value, tokio::sync::broadcast::error::RecvError>) -> Optio
     }
 }
 
+/// A waiting request as `id=7 (handle 3)`: the id the server sent it under (JSON-RPC 2.0
+/// §4; `id=?` when the library told none) and the inspector's own number `answer` takes.
+fn wire_and_handle(p: &Value) -> String {
+    let wire = match &p["wireId"] {
+        Value::Null => "?".to_owned(),
+        id => one_line(&id.to_string()).into_owned(),
+    };
+    format!("id={wire} (handle {})", p["id"])
+}
+
 /// The line printed for a message of the live stream, `None` for one the REPL does not
 /// show. With `json_out` every line is one JSON object: `{"event": …}`, `{"request": {id,
 /// method}}`, or `{"resync": {"missed": N}}` when N events and requests were not shown.
@@ -452,10 +479,11 @@ fn event_line(msg: &Value, json_out: bool) -> Option<String> {
             }
         }
         Some("request") if json_out => json_line(&json!({ "request": {
-            "id": msg["id"], "method": msg["method"] } })),
+            "id": msg["id"], "wireId": msg["wireId"], "method": msg["method"] } })),
         Some("request") => format!(
-            "* {} waiting: answer {} TEXT",
+            "* {} {} waiting: answer {} TEXT",
             field(&msg["method"]),
+            wire_and_handle(msg),
             msg["id"]
         ),
         Some("resync") if json_out => json_line(&json!({ "resync": { "missed": msg["missed"] } })),
@@ -635,6 +663,40 @@ mod tests {
             assert!(v.is_object() && !line.contains('\n'), "{line}");
         }
         assert_eq!(event_line(&json!({ "type": "changed" }), true), None);
+    }
+
+    /// JSON-RPC 2.0 §4: a waiting request is shown by the id the server sent it under and
+    /// the handle `answer` takes (`id=7 (handle 3)`), in `pending` and in its notice; `id=?`
+    /// when none was told.
+    #[test]
+    fn a_waiting_request_shows_its_wire_id_and_its_handle() {
+        let waiting = json!([
+            { "id": 3, "wireId": 7, "method": "inference/request", "since": "t" },
+            { "id": 4, "wireId": "ask", "method": "model/info", "since": "u",
+              "revoked": "the grant no longer allows it" },
+            { "id": 5, "method": "model/info", "since": "v" }
+        ]);
+        let text = readable("pending", &waiting);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0], "id=7 (handle 3) inference/request since t",
+            "{text}"
+        );
+        assert!(
+            lines[1].starts_with(r#"id="ask" (handle 4) model/info"#),
+            "{text}"
+        );
+        assert!(lines[1].contains("revoked"), "{text}");
+        assert!(lines[2].starts_with("id=? (handle 5)"), "{text}");
+        let notice = json!({ "type": "request", "id": 3, "wireId": 7, "method": "model/info" });
+        assert_eq!(
+            event_line(&notice, false).as_deref(),
+            Some("* model/info id=7 (handle 3) waiting: answer 3 TEXT")
+        );
+        let line = event_line(&notice, true).unwrap_or_default();
+        let v: Value = serde_json::from_str(&line).unwrap_or_default();
+        assert_eq!(v["request"]["wireId"], 7, "{line}");
+        assert_eq!(v["request"]["id"], 3, "{line}");
     }
 
     /// The text `log` names the frame a diagnostic marked by the seq it lists frames under

@@ -83,6 +83,35 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, ErrorObject>>
 /// (§11, §12): called with the method name and raw params, after the grant allowed it.
 pub type RequestHandler = Arc<dyn Fn(&str, Value) -> HandlerFuture + Send + Sync>;
 
+tokio::task_local! {
+    /// The wire id of the server's request whose handler runs on this task
+    /// ([`handled_request_id`]).
+    static HANDLED: RequestId;
+}
+
+/// The wire id of the server's request (§11, §12; JSON-RPC 2.0 §4) whose handler
+/// ([`HostConfig::request_handler`] or [`HostConfig::stream_handler`]) is running, when
+/// called from inside it: the handler's call or the future it returned, on the task the
+/// session runs it on (`None` in a task it spawns, and anywhere else). A handler's
+/// arguments are the method and params only ([`RequestHandler`]'s signature is kept); an
+/// application that shows a person which request waits (the inspector's `pending`) reads
+/// the id the server sent here, as the server will see it answered.
+pub fn handled_request_id() -> Option<RequestId> {
+    HANDLED.try_with(Clone::clone).ok()
+}
+
+/// Runs a handler's future (`fut`, its call included) for the server's request `id`, with
+/// `id` as [`handled_request_id`], catching a panic (the driver answers it `-32603`).
+pub(super) async fn handling(
+    id: RequestId,
+    fut: impl Future<Output = Result<Value, ErrorObject>>,
+) -> std::thread::Result<Result<Value, ErrorObject>> {
+    use futures_util::FutureExt;
+    HANDLED
+        .scope(id, std::panic::AssertUnwindSafe(fut).catch_unwind())
+        .await
+}
+
 /// A callback told every diagnostic of a [`HostSession`] as it is reported, before it is
 /// queued on [`HostStreams::diagnostics`] (which it does not replace: a full queue drops
 /// there, never here), with the received frame ([`crate::peer::TapEvent::frame`]; in a

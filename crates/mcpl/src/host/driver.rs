@@ -965,8 +965,7 @@ async fn answer_with(
     (tx, id, handout, method): (queue::Sender<Cmd>, RequestId, u64, String),
     fut: impl std::future::Future<Output = Result<Value, ErrorObject>>,
 ) {
-    use futures_util::FutureExt;
-    let (outcome, panicked) = match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+    let (outcome, panicked) = match super::config::handling(id.clone(), fut).await {
         Ok(outcome) => (outcome, false),
         Err(_) => {
             let answer = ErrorObject::internal(format!("the host's handler for {method} panicked"));

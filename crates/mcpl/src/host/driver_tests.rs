@@ -578,3 +578,35 @@ async fn s10_5_a_call_that_waits_for_room_is_counted_until_queued_or_given_up() 
         "{refused:?}"
     );
 }
+
+/// JSON-RPC 2.0 §4: a handler reads the wire id of the server's request it answers
+/// (`handled_request_id`), in its call and in the future it returned, whatever the id's
+/// form; outside a handler there is none. The handler's arguments stay the method and
+/// params ([`RequestHandler`]'s signature kept): an application that parks a request for a
+/// person to answer (the inspector's `pending`) shows the id the server sent.
+#[tokio::test(start_paused = true)]
+async fn a_handler_reads_the_wire_id_it_answers() {
+    assert_eq!(super::handled_request_id(), None);
+    let config = HostConfig {
+        request_handler: Some(Arc::new(|_m: &str, _p: Value| {
+            let called = super::handled_request_id();
+            Box::pin(async move {
+                let polled = super::handled_request_id();
+                Ok(json!({ "called": called, "polled": polled }))
+            })
+        })),
+        ..HostConfig::default()
+    };
+    let mut r = Rig::up_with(config).await;
+    for id in [json!(9), json!("abc")] {
+        r.send(json!({ "jsonrpc": "2.0", "id": id, "method": "model/info", "params": {} }))
+            .await;
+        r.read_and_take().await;
+        let answer = guard(r.d.cmds.recv()).await.expect("the handler answers");
+        let Cmd::Answer { outcome, .. } = answer else {
+            panic!("not an answer");
+        };
+        let got = outcome.expect("answered");
+        assert_eq!(got, json!({ "called": id, "polled": id }));
+    }
+}
