@@ -380,10 +380,13 @@ impl BatchSighted {
         // the first object: what follows the cut is unseen, so told as not kept (every
         // request of ours then fails rather than waiting for an answer it may hold).
         let past_first = self.objects > 1 || matches!(self.step, Step::After);
-        if !ended && self.several && past_first && !matches!(self.step, Step::Done) {
+        let unseen = !ended && self.several && past_first && !matches!(self.step, Step::Done);
+        // The object the cut fell in is kept as far as it was read first (a request whose
+        // id was read before the cut is answered under it, JSON-RPC 2.0 §5), then marked.
+        self.end_object(false);
+        if unseen {
             self.unkept = true;
         }
-        self.end_object(false);
         (self.pieces, self.unkept, self.policy_unkept)
     }
 
