@@ -480,32 +480,52 @@ fn grant_request(id: &str, extra: &[&str]) -> Value {
             "params": { "effectiveCapabilities": caps } })
 }
 
-/// When the host of [`second_receipt`] answers its held `model/info` probe, and what its
-/// second Request (`widen-2`) grants.
+/// What the host of [`later_requests`] grants by its first Request (`widen-1`), what it
+/// sends while the checker holds that Request's receipt, and when it answers the held
+/// `model/info` probe.
 #[derive(Clone, Copy, PartialEq)]
-enum Second {
-    /// Right behind `widen-2` (granting `modelInfo` and `channels.incoming`), before its
-    /// receipt.
+enum Later {
+    /// `widen-1` grants `modelInfo`; on the held `model/info` probe, `widen-2` (granting
+    /// `modelInfo` and `channels.incoming`), the probe answered right behind it.
     Early,
-    /// Once the receipt of `widen-2` (granting `modelInfo` and `channels.incoming`) came.
+    /// As [`Later::Early`], the probe answered only once `widen-2`'s receipt came.
     Granting,
-    /// Once the receipt of `widen-2` (granting `channels.incoming`, not `modelInfo`) came.
-    NotGranting,
-    /// As [`Second::Granting`], but behind a third Request (`narrow-3`) sent once that
-    /// receipt came, withdrawing `modelInfo` (§6.7: a reduction is in force before its
-    /// Request is sent).
-    GrantingThenWithdrawn,
-    /// As [`Second::Granting`], but with `narrow-3` sent right behind `widen-2`, before
-    /// its receipt: the latest Request leaves `modelInfo` out when that receipt comes.
-    WithdrawnBeforeGranting,
+    /// `widen-2` grants what `widen-1` did (no expansion), the probe answered right behind
+    /// it (r11 F1).
+    Same,
+    /// `widen-2` and `widen-3` (each granting `modelInfo` and `channels.incoming`) sent
+    /// back to back, the probe answered right behind them (r11 F1, pipelined).
+    Three,
+    /// `[widen-2, widen-3]` as one batch, each granting what `widen-1` did, the probe
+    /// answered right behind it (r11 F3).
+    Batch,
+    /// `widen-1` grants `channels.incoming` and `modelInfo`; on the held
+    /// `channels/incoming` probe (passed on to the library host, which refuses it),
+    /// `widen-2` granting the same; the held `model/info` probe answered only once
+    /// `widen-2`'s receipt came (r11 F2).
+    Both,
+}
+
+/// The ids of the host's own Requests in [`later_requests`].
+const WIDEN: [&str; 3] = ["widen-1", "widen-2", "widen-3"];
+
+/// `v` answers one of [`WIDEN`] (a response, or a batch of them); `Some(true)` when
+/// `widen-2`'s answer is among them.
+fn answers_widen(v: &Value) -> Option<bool> {
+    let entries = v.as_array().cloned().unwrap_or_else(|| vec![v.clone()]);
+    let ids: Vec<&str> = entries.iter().filter_map(|e| e["id"].as_str()).collect();
+    let mine = !entries.is_empty()
+        && entries.iter().all(|e| e.get("method").is_none())
+        && ids.len() == entries.len()
+        && ids.iter().all(|id| WIDEN.contains(id));
+    mine.then(|| ids.contains(&"widen-2"))
 }
 
 /// A proxy rule for a host that, once the partially invalid manifest (the third fetch) is
-/// read, sends `widen-1` granting `modelInfo`, and when the checker's held `model/info`
-/// probe comes (while `widen-1`'s receipt is held), sends `widen-2`; it answers the probe
-/// with a result as `when` says, and `model/info` from `widen-2`'s receipt on. The
+/// read, sends `widen-1`, and while the checker holds its receipt sends later Requests as
+/// `when` says; it answers `model/info` with a result from `widen-2`'s receipt on. The
 /// receipts of its own Requests are kept from the library host.
-fn second_receipt(when: Second) -> Rule {
+fn later_requests(when: Later) -> Rule {
     let mut fetches = Vec::new();
     let mut answered = 0;
     let (mut sent, mut asked, mut active) = (false, false, false);
@@ -514,41 +534,55 @@ fn second_receipt(when: Second) -> Rule {
         if to == To::Checker && v["method"] == "mcpl/manifest" {
             fetches.push(v["id"].clone());
         }
-        let id = v["id"].as_str().unwrap_or("");
-        if to == To::Host && v.get("method").is_none() && ["widen-1", "narrow-3"].contains(&id) {
-            return vec![];
-        }
-        if to == To::Host && v.get("method").is_none() && id == "widen-2" {
-            active = true;
-            let mut out = Vec::new();
-            if when == Second::GrantingThenWithdrawn {
-                let narrow = grant_request("narrow-3", &["channels.incoming"]);
-                out.push((To::Checker, narrow));
+        if to == To::Host {
+            if let Some(second) = answers_widen(&v) {
+                if !second {
+                    return vec![];
+                }
+                active = true;
+                return held
+                    .take()
+                    .map(|p| (To::Checker, model_info(&p)))
+                    .into_iter()
+                    .collect();
             }
-            out.extend(held.take().map(|p| (To::Checker, model_info(&p))));
-            return out;
+        }
+        let w2 = |extra: &[&str]| grant_request("widen-2", extra);
+        let incoming = to == To::Host && v["method"] == "channels/incoming";
+        if incoming && when == Later::Both && sent && !asked {
+            asked = true;
+            let widen = w2(&["channels.incoming", "modelInfo"]);
+            return vec![(To::Checker, widen), (To::Host, v)];
         }
         if to == To::Host && v["method"] == "model/info" {
             if active {
                 return vec![(To::Checker, model_info(&v))];
             }
+            if sent && when == Later::Both {
+                held = Some(v);
+                return vec![];
+            }
             if sent && !asked {
                 asked = true;
-                let extra: &[&str] = if when == Second::NotGranting {
-                    &["channels.incoming"]
-                } else {
-                    &["channels.incoming", "modelInfo"]
+                let both = &["channels.incoming", "modelInfo"];
+                let early = (To::Checker, model_info(&v));
+                return match when {
+                    Later::Early => vec![(To::Checker, w2(both)), early],
+                    Later::Same => vec![(To::Checker, w2(&["modelInfo"])), early],
+                    Later::Three => {
+                        let w3 = grant_request("widen-3", both);
+                        vec![(To::Checker, w2(both)), (To::Checker, w3), early]
+                    }
+                    Later::Batch => {
+                        let w3 = grant_request("widen-3", &["modelInfo"]);
+                        let batch = json!([w2(&["modelInfo"]), w3]);
+                        vec![(To::Checker, batch), early]
+                    }
+                    Later::Granting | Later::Both => {
+                        held = Some(v);
+                        vec![(To::Checker, w2(both))]
+                    }
                 };
-                let widen = grant_request("widen-2", extra);
-                if when == Second::Early {
-                    return vec![(To::Checker, widen), (To::Checker, model_info(&v))];
-                }
-                held = Some(v);
-                if when == Second::WithdrawnBeforeGranting {
-                    let narrow = grant_request("narrow-3", &["channels.incoming"]);
-                    return vec![(To::Checker, widen), (To::Checker, narrow)];
-                }
-                return vec![(To::Checker, widen)];
             }
         }
         let mut out = vec![(to, v.clone())];
@@ -556,38 +590,33 @@ fn second_receipt(when: Second) -> Rule {
             answered += 1;
             if answered == 3 && !sent {
                 sent = true;
-                out.push((To::Checker, grant_request("widen-1", &["modelInfo"])));
+                let extra: &[&str] = if when == Later::Both {
+                    &["channels.incoming", "modelInfo"]
+                } else {
+                    &["modelInfo"]
+                };
+                out.push((To::Checker, grant_request("widen-1", extra)));
             }
         }
         out
     })
 }
 
-/// §6.7 (an expansion takes effect once its receipt is read, whichever Request it
-/// answers): the held `model/info` probe of `widen-1`'s addition answered only after the
-/// receipt of `widen-2`, also granting `modelInfo`, was written is a result the host was
-/// allowed to give by then: not judged as early activation, so
-/// `host.manifest-additions-not-granted` does not fail, and says why that answer showed
-/// nothing.
+/// §6.7 (an expansion takes effect once its receipt is read): the checker writes no later
+/// Request's receipt while a held probe awaits its answer (r11), so the host answering the
+/// held `model/info` probe of `widen-1`'s addition only once the receipt of `widen-2`, also
+/// granting `modelInfo`, came lets that probe time out, which is silence, never a fail: it
+/// gets that receipt only after `widen-1`'s.
 #[tokio::test]
-async fn a_held_probe_answered_after_a_later_receipt_granting_it_is_not_early() {
-    let (_, doc) = run(
-        "widen_second_receipt.json",
-        second_receipt(Second::Granting),
-    )
-    .await;
-    assert_eq!(phase_with(&doc, "fail"), set(&[]), "{doc:#}");
+async fn a_host_answering_a_held_probe_after_a_later_receipt_does_not_fail() {
+    let (_, doc) = run("widen_second_receipt.json", later_requests(Later::Granting)).await;
+    assert_eq!(common::ids_with(&doc, "fail"), set(&[]), "{doc:#}");
     assert_ne!(status(&doc, IDS[4]), "fail", "{doc:#}");
-    let d = detail(&doc, IDS[4]);
-    assert!(
-        d.contains("model/info got a result")
-            && d.contains("once the receipt of a later Request granting modelInfo was written"),
-        "{d}"
-    );
+    assert!(!detail(&doc, IDS[4]).contains("not judged"), "{doc:#}");
 }
 
 /// A result judged as the held probe's early activation: the held probe's own words, not
-/// the later `model/info (modelInfo added)` probe's, and not said to be unjudged.
+/// the later `model/info (modelInfo added)` probe's.
 fn held_use_fails(doc: &Value) {
     assert_eq!(status(doc, IDS[4]), "fail", "{doc:#}");
     let d = detail(doc, IDS[4]);
@@ -598,44 +627,58 @@ fn held_use_fails(doc: &Value) {
     assert!(!d.contains("not judged"), "{d}");
 }
 
-/// The same host answering the held probe right behind `widen-2`, before its receipt was
-/// written (no receipt granting `modelInfo` was by then; the answer is read while
-/// `widen-2`'s own receipt is held): early activation, fails.
+/// The same host answering the held probe right behind `widen-2`: early activation, fails.
 #[tokio::test]
-async fn a_held_probe_answered_before_a_later_receipt_granting_it_still_fails() {
-    let (_, doc) = run("widen_second_early.json", second_receipt(Second::Early)).await;
+async fn a_held_probe_answered_behind_a_later_widening_request_fails() {
+    let (_, doc) = run("widen_second_early.json", later_requests(Later::Early)).await;
     held_use_fails(&doc);
 }
 
-/// The held probe answered once the receipt of `widen-2` was written, `widen-2` not
-/// granting `modelInfo`: no receipt granting it was written by then, so the result is
-/// judged (fail closed) and fails as the host's own early activation.
+/// r11 F1: `widen-2` adding nothing to `widen-1`'s grant is held by no ping round trip,
+/// yet its receipt is not written while the held probe awaits its answer either, so a
+/// result the host gives right behind it (before it could have read any receipt granting
+/// `modelInfo`) is early activation (§6.7) and fails. (Passed before: that receipt was
+/// written at once and the result read after it went unjudged.)
 #[tokio::test]
-async fn a_held_probe_answered_after_a_later_receipt_not_granting_it_still_fails() {
-    let (_, doc) = run(
-        "widen_second_other.json",
-        second_receipt(Second::NotGranting),
-    )
-    .await;
+async fn a_held_probe_answered_behind_a_later_request_of_the_same_grant_fails() {
+    let (_, doc) = run("widen_second_same.json", later_requests(Later::Same)).await;
     held_use_fails(&doc);
 }
 
-/// The held probe answered behind a Request withdrawing `modelInfo` again, sent once the
-/// receipt granting it came: the withdrawal is in force before that Request is sent
-/// (§6.7), so the later grant no longer covers the result, which is judged (fail closed).
+/// r11 F1, pipelined: `widen-3` read during `widen-2`'s hold had its receipt written at
+/// once; now both are kept until `widen-1`'s receipt is written, so a result sent right
+/// behind them is early (§6.7) and fails. (Passed before.)
 #[tokio::test]
-async fn a_held_probe_answered_after_its_regrant_was_withdrawn_still_fails() {
-    let rule = second_receipt(Second::GrantingThenWithdrawn);
-    let (_, doc) = run("widen_second_withdrawn.json", rule).await;
+async fn a_held_probe_answered_behind_three_pipelined_requests_fails() {
+    let (_, doc) = run("widen_three_early.json", later_requests(Later::Three)).await;
     held_use_fails(&doc);
 }
 
-/// The same with the withdrawing Request sent before the receipt granting `modelInfo` was
-/// written: by then the latest Request left it out (§6.7: each Request replaces the
-/// grant), so that receipt covers no result, which is judged (fail closed).
+/// r11 F3: a batch `[widen-2, widen-3]` read during the held probe is answered, as one
+/// array, only once `widen-1`'s receipt is written, so a result sent right behind it is
+/// early (§6.7) and fails. (Passed before: each entry counted as a receipt written.)
 #[tokio::test]
-async fn a_held_probe_answered_after_a_receipt_its_later_request_withdrew_still_fails() {
-    let rule = second_receipt(Second::WithdrawnBeforeGranting);
-    let (_, doc) = run("widen_second_superseded.json", rule).await;
+async fn a_held_probe_answered_behind_a_batch_of_later_requests_fails() {
+    let (_, doc) = run("widen_batch_early.json", later_requests(Later::Batch)).await;
     held_use_fails(&doc);
+}
+
+/// r11 F2: `widen-1` grants `channels.incoming` and `modelInfo`, so two probes are held;
+/// `widen-2`, granting the same, comes during the first. The host refuses that one and
+/// answers `model/info` only once `widen-2`'s receipt came: it gets it only after
+/// `widen-1`'s, so the second probe times out and nothing fails. (Failed before: that
+/// receipt was written during the first probe and the second probe's result judged.)
+#[tokio::test]
+async fn a_second_held_probe_answered_after_a_later_receipt_does_not_fail() {
+    let (_, doc) = run("widen_both_second.json", later_requests(Later::Both)).await;
+    assert_eq!(common::ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    let d = detail(&doc, IDS[4]);
+    assert!(
+        d.contains(
+            "channels/incoming for check:a refused while the receipt of the Request granting \
+             channels.incoming was held"
+        ),
+        "{d}"
+    );
+    assert!(!d.contains("model/info got a result while"), "{d}");
 }

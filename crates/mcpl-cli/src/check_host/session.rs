@@ -45,6 +45,7 @@ pub(super) const REQUESTS_INDEPENDENT: &str = "host.requests-independent";
 
 pub(super) use super::reply::Reply;
 pub(super) use calls::needs_of;
+use handle::Deferred;
 
 mod calls;
 mod finish;
@@ -170,6 +171,11 @@ pub(super) struct Run {
     /// The fetch answers held within another hold now ([`Run::hold_fetch_answer`]), at
     /// most [`MAX_NESTED_FETCH_HOLDS`].
     pub(super) fetch_holds_nested: u32,
+    /// While a widening Request's held probes and hold run ([`Run::probe_held_receipt`],
+    /// from reading it until its receipt is written): the later policy Requests read
+    /// meanwhile, oldest first, applied but not yet answered ([`Deferred`]), at most
+    /// [`MAX_DEFERRED_RECEIPTS`]; `None` outside that window.
+    pub(super) deferred: Option<std::collections::VecDeque<Deferred>>,
     /// The inference probe was sent (a skip of what it feeds names the cause only then).
     pub(super) inference_probed: bool,
     /// The connection has ended.
@@ -262,6 +268,11 @@ const MAX_HELD_RECEIPTS: u32 = 16;
 /// answer is written at once. Each ends no later than the holds it runs within.
 const MAX_NESTED_FETCH_HOLDS: u32 = 4;
 
+/// How many later policy Requests are kept unanswered while a widening Request's held probes
+/// run ([`Run::deferred`]): a host pipelining more within that wait (at most two holds, each
+/// up to [`Run::hold_each`]) has the rest answered at once, as outside it.
+const MAX_DEFERRED_RECEIPTS: usize = 16;
+
 impl Run {
     /// A run over a connected peer.
     pub(super) fn new(peer: Peer, incoming: Incoming, rec: Recorder, bounds: Bounds) -> Run {
@@ -306,6 +317,7 @@ impl Run {
                 .min(super::exchange::RECEIPT_HOLD_MAX)
                 .saturating_mul(MAX_HELD_RECEIPTS),
             fetch_holds_nested: 0,
+            deferred: None,
             answered_any: false,
             closed: false,
             died_of_junk: false,
@@ -625,9 +637,6 @@ pub(super) struct Snapshot {
     /// The policy messages counted since the last fetch's answer then (read by
     /// [`Run::told_when_answered`], never swapped in).
     told: u32,
-    /// The later receipts written by then ([`Run::receipts_written`]): where an answer
-    /// stands on the wire against them (read by [`Run::call_held`], never swapped in).
-    receipts: u64,
 }
 
 impl Run {
@@ -638,7 +647,6 @@ impl Run {
             grant_notified: self.grant_notified,
             expanding: self.expanding,
             told: self.changes.policy_messages_since_fetch(),
-            receipts: self.receipts_written(),
         }
     }
 
@@ -684,7 +692,6 @@ impl Run {
             grant_notified: std::mem::replace(&mut self.grant_notified, s.grant_notified),
             expanding: s.expanding,
             told: s.told,
-            receipts: s.receipts,
         }
     }
 }

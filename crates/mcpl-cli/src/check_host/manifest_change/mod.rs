@@ -186,13 +186,6 @@ pub(super) struct Changes {
     /// The `channels/incoming` probe after the narrowed fetch got an answer (a result or an
     /// error): the held probe of `channels.incoming` advertised again is sent only then.
     incoming_answered: bool,
-    /// The receipts of later policy Requests written so far, in all: where an answer stands
-    /// on the wire against them ([`Run::receipts_written`]).
-    receipts: u64,
-    /// While a probe sent while a receipt is held awaits its answer: the capability it
-    /// probes and, once a receipt granting that capability was written during the wait,
-    /// [`Changes::receipts`] counting that receipt ([`Run::receipt_written`]).
-    regrant: Option<(mcpl::capability::Capability, Option<u64>)>,
 }
 
 impl Default for Changes {
@@ -219,8 +212,6 @@ impl Default for Changes {
             held_silent: false,
             held_waited: std::time::Duration::ZERO,
             incoming_answered: false,
-            receipts: 0,
-            regrant: None,
         }
     }
 }

@@ -220,12 +220,9 @@ impl Run {
         // §6.7: what a widening Request added was probed while its receipt was held too
         // ([`super::held`]; before these probes or while one awaited its answer): still
         // refused then, whatever comes once the receipt is written.
-        let held = self.held_additions(again.is_ok());
-        used.splice(0..0, held.used);
-        refused.splice(0..0, held.refused);
-        // Neither a use nor a refusal (§6.7, [`super::held`]): said, never counted.
-        let unjudged = held.unjudged.join("; ");
-        quiet.splice(0..0, held.unjudged);
+        let (held_used, held_refused) = self.held_additions(again.is_ok());
+        used.splice(0..0, held_used);
+        refused.splice(0..0, held_refused);
         if !used.is_empty() {
             let d = format!(
                 "{}, with no policy Request granting it since the fetched manifest advertised \
@@ -238,9 +235,6 @@ impl Run {
             let mut d = format!("{} (not auto-granted)", refused.join("; "));
             if let Err(why) = again {
                 d.push_str(&format!("; channels/incoming not probed: {why}"));
-            }
-            if !unjudged.is_empty() {
-                d.push_str(&format!("; {unjudged}"));
             }
             self.record(ADDITIONS, Status::Pass, d);
         } else if !quiet.is_empty() {

@@ -63,44 +63,38 @@ impl Run {
     /// Request read here) keeps it (finding F2). Callers run it only when no hold's loop is
     /// running ([`Run::holds`] empty), since that loop reads its ping's answer itself rather
     /// than from the stash.
-    ///
-    /// With the reply, where its answer stands on the wire against the later receipts the
-    /// checker wrote meanwhile ([`Run::receipts_written`] when it was read: for an answer a
-    /// hold kept, as the run stood when the hold read it, [`Snapshot`]; one kept without a
-    /// snapshot counts as read before any, fail closed).
     pub(in crate::check_host) async fn call_held(
         &mut self,
         method: &str,
         params: Value,
         bound: Duration,
-    ) -> (Reply, u64) {
+    ) -> Reply {
         if self.closed {
-            return (Reply::Closed, self.receipts_written());
+            return Reply::Closed;
         }
         let needs = needs_of(method, &params);
         let id = match self.peer.send_request(method, Some(params), |_| {}).await {
             Ok(id) => id,
-            Err(e) => return (self.reply(Err(e)), self.receipts_written()),
+            Err(e) => return self.reply(Err(e)),
         };
         let until = Instant::now() + bound;
         loop {
             // A hold started within this wait (a widening Request read here, F2) may have
             // read the answer first and kept it for its loop: it is still this probe's.
-            if let Some((outcome, under)) = self.take_stashed(&id) {
+            if let Some(outcome) = self.take_stashed(&id) {
                 let reply = self.ordered_reply(&id, outcome.map_err(PeerError::Remote));
                 self.note_refusal_data(method, needs, &reply);
-                return (reply, under.map_or(0, |s| s.receipts));
+                return reply;
             }
             if self.closed {
-                return (Reply::Closed, self.receipts_written());
+                return Reply::Closed;
             }
-            let read_at = self.receipts_written();
             match tokio::time::timeout_at(until, self.incoming.recv_ordered()).await {
                 Ok(Some(Ordered::Response(r))) if r.id.as_ref() == Some(&id) => {
                     self.stream.response_came(r.id.as_ref());
                     let reply = self.ordered_reply(&id, r.outcome.map_err(PeerError::Remote));
                     self.note_refusal_data(method, needs, &reply);
-                    return (reply, read_at);
+                    return reply;
                 }
                 Ok(Some(o @ Ordered::Response(_))) => {
                     if let Ordered::Response(r) = &o {
@@ -115,33 +109,28 @@ impl Run {
                 }
                 Ok(None) => {
                     self.on_closed();
-                    return (Reply::Closed, read_at);
+                    return Reply::Closed;
                 }
                 Err(_) => {
                     self.peer.forget(&id, "timed out");
-                    let reply = match self.invalid_answer(&id) {
+                    return match self.invalid_answer(&id) {
                         Some(reply) => reply,
                         None => self.timeout(),
                     };
-                    return (reply, read_at);
                 }
             }
         }
     }
 
     /// Takes the answer to `id` out of [`Run::stash`], where a hold's loop kept it (its wire
-    /// position was noted there), leaving the rest in order, with the run as it stood when
-    /// it came; `None` when it is not there.
-    fn take_stashed(
-        &mut self,
-        id: &RequestId,
-    ) -> Option<(Result<Value, ErrorObject>, Option<Snapshot>)> {
+    /// position was noted there), leaving the rest in order; `None` when it is not there.
+    fn take_stashed(&mut self, id: &RequestId) -> Option<Result<Value, ErrorObject>> {
         let at = self
             .stash
             .iter()
             .position(|(o, _)| matches!(o, Ordered::Response(r) if r.id.as_ref() == Some(id)))?;
         match self.stash.remove(at) {
-            Some((Ordered::Response(r), under)) => Some((r.outcome, under)),
+            Some((Ordered::Response(r), _)) => Some(r.outcome),
             _ => None,
         }
     }

@@ -2,7 +2,33 @@
 //! it, and judged (a notification-only method's form, §4.1; hooks, §5.3, §5.4, §10.1; a
 //! grant change by Notification, §6.7).
 
+use mcpl::peer::IncomingRequest;
+
 use super::*;
+
+/// A later policy Request read while a widening Request's held probes ran
+/// ([`Run::deferred`]): applied when read (§6.7: a reduction is in force before its Request
+/// is sent), answered once those probes and that Request's own hold end.
+///
+/// Reading (§6.7, r11): an expansion takes effect once its receipt is read, whichever
+/// Request it answers, so a receipt of any later Request written while a held probe awaits
+/// its answer would leave that answer unjudgeable (the host may have read it first). None
+/// is written then: every answer a held probe gets was sent before any receipt granting
+/// what it probes could have been read. A host waiting for a later receipt before it
+/// answers lets the probe time out, which is silence, never a fail.
+pub(in crate::check_host) struct Deferred {
+    /// The Request, unanswered.
+    req: IncomingRequest,
+    /// Its answer, as the library server's rule gave it when it was read.
+    answer: Result<Value, ErrorObject>,
+    /// That answer is a receipt (the Request was accepted).
+    receipt: bool,
+    /// The grants before it ([`Run::hold_later_receipt`]'s `before`).
+    before: (Grant, Grant),
+    /// It expands the grant and was accepted: held behind a ping round trip when answered,
+    /// and what it adds is not in force until then ([`Run::expanding`]).
+    expands: bool,
+}
 
 impl Run {
     /// Handles what the host sends for `watch` (named `stage` in the report), then ends the
@@ -111,9 +137,13 @@ impl Run {
             }
         };
         let mut receipt = false;
-        // The grant a receipt written here puts in force (§6.7), as the checker applied it.
-        let mut granted = None;
         let mut fetched = None;
+        // A later policy Request read while a held receipt's probes run: kept, answered
+        // once they end (`Run::deferred`).
+        let mut defer = None;
+        // This Request's held probes ran: the Requests read meanwhile are answered once its
+        // own receipt is written.
+        let mut opened = false;
         let result = match req.method() {
             Ping::NAME => Ok(json!({})),
             // The library server's rule: `initialize` and `ping` at any time, nothing else
@@ -165,9 +195,6 @@ impl Run {
                 let statuses = self.policy.statuses();
                 let answer = mcpl::session::answer_policy_request(&mut self.policy, None, params);
                 receipt = answer.response.is_ok();
-                granted = receipt.then(|| *self.policy.grant());
-                // What a held probe's answer is judged by (`manifest_change::held`).
-                self.policy_request_applied();
                 // §17.3, §17.5 step 4: read by the manifest-change probes.
                 let changed =
                     *self.policy.grant() != before.0 || self.policy.statuses() != statuses;
@@ -197,14 +224,22 @@ impl Run {
                 if tells {
                     self.narrowing_told();
                 }
-                // §6.7's order, probed before the receipt is written (the manifest-change
-                // phase's, `manifest_change::held`): a narrowing told is in force already,
-                // a widening not yet.
-                if receipt {
-                    self.probe_held_receipt(before.0, tells).await;
-                }
-                if receipt && expands {
-                    self.hold_later_receipt(before).await;
+                let deferring = self
+                    .deferred
+                    .as_ref()
+                    .is_some_and(|d| d.len() < MAX_DEFERRED_RECEIPTS);
+                if deferring {
+                    defer = Some((before, receipt && expands));
+                } else {
+                    // §6.7's order, probed before the receipt is written (the manifest-change
+                    // phase's, `manifest_change::held`): a narrowing told is in force
+                    // already, a widening not yet.
+                    if receipt {
+                        opened = self.probe_held_receipt(before.0, tells).await;
+                    }
+                    if receipt && expands {
+                        self.hold_later_receipt(before).await;
+                    }
                 }
                 answer.response
             }
@@ -214,7 +249,37 @@ impl Run {
             }
             other => Err(ErrorObject::method_not_found(other)),
         };
+        if let (Some((before, expands)), Some(kept)) = (defer, self.deferred.as_mut()) {
+            kept.push_back(Deferred {
+                req,
+                answer: result,
+                receipt,
+                before,
+                expands,
+            });
+            // What it adds is not in force until its receipt is read (§6.7).
+            self.held_grants();
+            return;
+        }
         let tools = result.is_ok() && req.method() == ToolsList::NAME;
+        if self.answer(req, result, receipt, fetched).await && tools {
+            self.answered_unknown(ToolsList::NAME);
+        }
+        if opened {
+            self.answer_deferred().await;
+        }
+    }
+
+    /// Writes `result` answering `req` (`receipt`: a policy receipt, §6.7; `fetched`: the
+    /// manifest a fetch answered with, [`Run::fetch_answered`]) and notes it written;
+    /// `true` when it was.
+    async fn answer(
+        &mut self,
+        req: IncomingRequest,
+        result: Result<Value, ErrorObject>,
+        receipt: bool,
+        fetched: Option<Option<Value>>,
+    ) -> bool {
         let written = match result {
             Ok(v) => req.respond(v).await,
             Err(e) => req.respond_error(e).await,
@@ -224,16 +289,28 @@ impl Run {
                 self.fetch_answered(read);
             }
             self.ready |= receipt;
-            if let Some(granted) = granted {
-                // Where the answers read from now on stand (`manifest_change::held`).
-                self.receipt_written(&granted);
-            }
             // The receipt replaces the grant on both sides (§6.7).
             self.grant_notified &= !receipt;
-            if tools {
-                self.answered_unknown(ToolsList::NAME);
-            }
+            return true;
         }
+        false
+    }
+
+    /// Answers the later policy Requests kept while a widening Request's held probes ran
+    /// ([`Run::deferred`]), in the order they were read, once that Request's receipt is
+    /// written: each expansion held behind a ping round trip first, as it would have been
+    /// ([`Run::hold_later_receipt`]). One read while these are answered is kept behind
+    /// them, so the receipts go out in the order their Requests came.
+    async fn answer_deferred(&mut self) {
+        while let Some(d) = self.deferred.as_mut().and_then(|kept| kept.pop_front()) {
+            self.held_grants();
+            if d.expands {
+                self.hold_later_receipt(d.before).await;
+            }
+            let _ = self.answer(d.req, d.answer, d.receipt, None).await;
+        }
+        self.deferred = None;
+        self.held_grants();
     }
 
     /// §6.7 (an expansion takes effect only once the host has read its receipt; a reduction
@@ -249,8 +326,10 @@ impl Run {
     /// answered, what comes is judged under the grants before each expansion still held;
     /// the answer to a later ping ends the holds before it too (the host read their
     /// receipts first). Each is held up to [`Run::hold_each`], bounded in all by
-    /// [`Run::hold_left`]. The answer to a `mcpl/manifest` that changes the advertisement is
-    /// held so too ([`Run::hold_fetch_answer`]).
+    /// [`Run::hold_left`] (one read while a held receipt's probes or their Request's hold
+    /// run is kept unanswered instead, then held and answered in turn, [`Run::deferred`]).
+    /// The answer to a `mcpl/manifest` that changes the advertisement is held so too
+    /// ([`Run::hold_fetch_answer`]).
     pub(super) async fn hold_later_receipt(&mut self, before: (Grant, Grant)) {
         self.hold(before, false).await;
     }
@@ -354,7 +433,7 @@ impl Run {
         for (p, _, _) in std::mem::take(&mut self.holds) {
             self.peer.forget(&p, "the connection ended");
         }
-        self.expanding = None;
+        self.held_grants();
         if nested {
             // The hold it ran within counts the time, its own included.
             self.fetch_holds_nested -= 1;
@@ -385,11 +464,15 @@ impl Run {
         Ok(json!({ "channels": self.held_channels }))
     }
 
-    /// [`Run::expanding`] as [`Run::holds`] leaves it: the grants before every expansion
-    /// still held, each narrowed to what all of them allow (a message must be allowed
-    /// under each, as the host may have read none of their receipts); `None` when none is.
+    /// [`Run::expanding`] as [`Run::holds`] and [`Run::deferred`] leave it: the grants
+    /// before every expansion still held or kept unanswered, each narrowed to what all of
+    /// them allow (a message must be allowed under each, as the host may have read none of
+    /// their receipts); `None` when none is.
     fn held_grants(&mut self) {
-        self.expanding = self.holds.iter().map(|(_, b, _)| *b).reduce(|a, b| {
+        let kept = self.deferred.iter().flatten();
+        let unwritten = kept.filter(|d| d.expands).map(|d| d.before);
+        let held = self.holds.iter().map(|(_, b, _)| *b);
+        self.expanding = held.chain(unwritten).reduce(|a, b| {
             (
                 a.0.intersect(b.0.capabilities()),
                 a.1.intersect(b.1.capabilities()),
