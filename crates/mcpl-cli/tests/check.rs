@@ -112,9 +112,12 @@ fn tolerated_answers_are_warnings() {
     }
 }
 
+/// The scripted server answers the checker's requests inside its batches: that fails
+/// `transport.frames-valid` (JSON-RPC 2.0 §5: a request sent alone is answered with a single
+/// Response object), and nothing else.
 #[test]
 fn json_rpc_batches_are_split_and_judged() {
-    passes_cleanly(
+    passes_but_for_batched_answers(
         "batch",
         &[
             "rpc.unknown-method-errors",
@@ -181,12 +184,32 @@ fn passes_cleanly(mode: &str, ids: &[&str]) {
     assert_eq!(code, 0, "{mode}");
 }
 
+/// Runs a scripted `mode` whose server answers the checker's requests (each sent alone)
+/// inside batches: only `transport.frames-valid` fails, naming that (JSON-RPC 2.0 §5: a
+/// single Response object answers a request sent alone), exit 1, and each of `ids` passes.
+fn passes_but_for_batched_answers(mode: &str, ids: &[&str]) {
+    let doc = fails_exactly(mode, &["transport.frames-valid"]);
+    let d = doc["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["id"] == "transport.frames-valid"))
+        .and_then(|c| c["detail"].as_str())
+        .unwrap_or_default();
+    assert!(
+        d.contains("in a batch (an array) to a request sent alone"),
+        "{mode}: {d}"
+    );
+    for id in ids {
+        assert!(ids_with(&doc, "pass").contains(*id), "{mode} {id}: {doc:#}");
+    }
+}
+
 /// A batch is judged in wire order: what follows a receipt in the same batch comes after it
 /// (nothing "before ready"), and a push after a reduction receipt in the same batch is after
-/// the reduction.
+/// the reduction. The receipt inside the batch fails `transport.frames-valid` (JSON-RPC 2.0
+/// §5), and only that.
 #[test]
 fn items_batched_after_a_receipt_are_judged_after_it() {
-    passes_cleanly(
+    passes_but_for_batched_answers(
         "receipt-batch",
         &[
             "policy.no-privileged-before-ready",
@@ -199,7 +222,11 @@ fn items_batched_after_a_receipt_are_judged_after_it() {
     // check fails there too.
     fails_exactly(
         "reduction-ignored-batch",
-        &["policy.reduction-respected", "grant.narrowed-respected"],
+        &[
+            "policy.reduction-respected",
+            "grant.narrowed-respected",
+            "transport.frames-valid",
+        ],
     );
 }
 

@@ -487,6 +487,33 @@ async fn an_invalid_response_is_reported_as_one_not_as_silence() {
     assert_eq!(code, 1, "{doc:#}");
 }
 
+/// A host answering each `ping` of the checker's (every request it sends goes alone) with a
+/// one-element array holding the response: JSON-RPC 2.0 §5 answers a request with a single
+/// Response object, an array answering a batch only (§6), so `host.frames-valid` fails and
+/// names the response, the mirror of `mcpl check`'s `transport.frames-valid`. It passed
+/// unremarked.
+#[tokio::test]
+async fn an_answer_to_a_single_request_in_an_array_fails_frames_valid() {
+    let report = report_path("batched-answer.json");
+    let (_, doc) = raw_answering_host(&report, |m| {
+        let id = &m["id"];
+        let v = match m["method"].as_str().unwrap_or("") {
+            "ping" => json!([{ "jsonrpc": "2.0", "id": id, "result": {} }]),
+            _ => json!({ "jsonrpc": "2.0", "id": id,
+                         "error": { "code": -32001, "message": "denied" } }),
+        };
+        Some(line(&v))
+    })
+    .await;
+    let frames = check(&doc, "host.frames-valid");
+    assert_eq!(frames["status"], "fail", "{doc:#}");
+    let detail = frames["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("in a batch (an array) to a request sent alone") && detail.contains("§5"),
+        "{detail}"
+    );
+}
+
 /// `--ws`: a connection that is no WebSocket client (a plain HTTP request: a port probe, a
 /// browser) comes before the host. Its failed handshake ended the run ("accept failed",
 /// exit 2) before the host could connect; now it is said on stderr and the host that

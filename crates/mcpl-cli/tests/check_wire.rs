@@ -315,6 +315,30 @@ fn a_response_id_written_2_0_is_the_answer_to_2_with_a_warning() {
     }
 }
 
+/// A server that answers each of the checker's requests (each sent alone) with a one-element
+/// array holding the response: JSON-RPC 2.0 §5 says a request is answered with a Response
+/// "expressed as a single JSON Object", an array being the answer to a batch only (§6), so
+/// this breaks a MUST and fails `transport.frames-valid`, naming the request; each is still
+/// read as its answer (the library's peer reads a batch of responses), so nothing else
+/// reads as silence. It passed unremarked.
+#[test]
+fn an_answer_to_a_single_request_in_an_array_fails_frames_valid() {
+    let script = format!(
+        "read l; printf '%s\\n' '{INIT}'; while read l; do \
+         id=$(printf '%s' \"$l\" | sed -n 's/^{{\"id\":\\([0-9]*\\),.*/\\1/p'); \
+         [ -z \"$id\" ] && continue; \
+         case \"$l\" in *featureSets/update*) r='{{\"accepted\":true}}';; *) r='{{}}';; esac; \
+         printf '[{{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}}]\\n' \"$id\" \"$r\"; \
+         done"
+    );
+    let doc = check_script(&script);
+    assert_eq!(status(&doc, "policy.request-answered"), "pass", "{doc:#}");
+    assert_eq!(status(&doc, "transport.frames-valid"), "fail", "{doc:#}");
+    let d = detail(&doc, "transport.frames-valid");
+    assert!(d.contains("response id 2 in a batch"), "{d}");
+    assert!(d.contains("§5"), "{d}");
+}
+
 /// A response under `2.5`, a number no request of the checker's carried, stays an invalid
 /// frame and no answer (the awaited request is reported unanswered).
 #[test]

@@ -51,6 +51,30 @@ pub(crate) fn stray_response(id: Option<&RequestId>, sent: bool) -> String {
     }
 }
 
+/// How an entry of a batch (a JSON array frame) that is a response is said, by the one
+/// reading of both checkers (`transport.frames-valid`, `host.frames-valid`), `None` for an
+/// entry that is no response (an object with no `method` and a `result` or an `error`).
+/// Neither checker ever sends a batch, so every request it is answered for went alone, and
+/// JSON-RPC 2.0 §5 says a request is answered with a Response expressed as a single JSON
+/// Object; an array answers a batch only (§6). A MUST broken: the checkers fail it, yet read
+/// the response as its answer, as the library's peer reads a batch of responses. At most
+/// [`QUOTED_CHARS`] characters of the id are quoted.
+pub(crate) fn batched_response(entry: &serde_json::Value) -> Option<String> {
+    let response = entry.get("method").is_none()
+        && (entry.get("result").is_some() || entry.get("error").is_some());
+    if !response {
+        return None;
+    }
+    let id: String = match entry.get("id") {
+        Some(id) => id.to_string().chars().take(QUOTED_CHARS).collect(),
+        None => "absent".to_owned(),
+    };
+    Some(format!(
+        "response id {id} in a batch (an array) to a request sent alone: JSON-RPC 2.0 §5 \
+         answers one with a single Response object"
+    ))
+}
+
 /// The request ids one connection's other side used, and those it used again.
 #[derive(Debug, Default)]
 pub(crate) struct RequestIds {

@@ -17,7 +17,9 @@
 //! reported, a floor, and the detail says so; a pass on such an incomplete view warns
 //! ([`Run::view_lost`]). A request whose numeric id has a fraction or an exponent
 //! (`101.0`) is valid JSON-RPC (JSON-RPC 2.0 §4: SHOULD NOT), taken and answered under the
-//! same value: a warning here, as `mcpl check` warns under `transport.frames-valid`.
+//! same value: a warning here, as `mcpl check` warns under `transport.frames-valid`. A
+//! response that comes as an entry of a batch fails, as it does there: the checker sends
+//! every request alone (JSON-RPC 2.0 §5, [`crate::check::ids::batched_response`]).
 
 use mcpl::peer::Diagnostic;
 
@@ -102,7 +104,16 @@ impl Run {
             ));
         }
         let fractional = &self.not_rpc.2;
+        // A response in a batch, to a request sent alone (JSON-RPC 2.0 §5): a failure too.
+        let batched = self
+            .integral
+            .batched_summary()
+            .map_or_else(String::new, |said| format!("; {said}"));
         let detail = match seen.count() {
+            0 if !batched.is_empty() => format!(
+                "{} (§4: all messages use JSON-RPC 2.0){unread}",
+                batched.trim_start_matches("; ")
+            ),
             0 if frames == 0 && unread.is_empty() => return,
             0 if fractional.count() > 0 => {
                 let d = format!(
@@ -127,7 +138,7 @@ impl Run {
             }
             n => format!(
                 "{n} frame(s) that are not JSON-RPC 2.0 messages (§4: all messages use \
-                 JSON-RPC 2.0){}: {}{unread}",
+                 JSON-RPC 2.0){}: {}{batched}{unread}",
                 match seen.cut() {
                     Some(kept) => format!(", the first {kept} shown"),
                     None => String::new(),

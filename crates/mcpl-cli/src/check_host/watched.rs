@@ -229,6 +229,8 @@ pub(super) struct IntegralIds(Arc<Mutex<IntegralSeen>>);
 #[derive(Debug, Default)]
 struct IntegralSeen {
     sent: SentIds,
+    /// The responses that came as entries of a batch ([`crate::check::ids::batched_response`]).
+    batched: Tally<{ Repeats::KEPT }>,
     /// The responses whose id was rewritten.
     rewritten: Tally<{ Repeats::KEPT }>,
     /// Frames read so far: the number of the last (the peer numbers every frame it takes,
@@ -364,6 +366,9 @@ impl IntegralIds {
             return None;
         }
         let (text, _) = mcpl::jsonrpc::message_read(text);
+        if text.starts_with('[') {
+            self.batched(text);
+        }
         // Only a frame with a response whose id is a number but no integer is parsed whole.
         let odd = |h: &Head| {
             h.method.is_none()
@@ -391,6 +396,39 @@ impl IntegralIds {
             one => rewritten = seen.integral(one),
         }
         rewritten.then(|| v.to_string())
+    }
+
+    /// Notes each response among the entries of the batch `text` (the checker's peer sends
+    /// every request alone, so each answers a request sent alone: JSON-RPC 2.0 §5,
+    /// [`crate::check::ids::batched_response`]). Its cost was bounded by the caller.
+    fn batched(&self, text: &str) {
+        let Ok(items) = serde_json::from_str::<Vec<Value>>(text) else {
+            return;
+        };
+        let Ok(mut seen) = self.0.lock() else {
+            return;
+        };
+        for said in items.iter().filter_map(crate::check::ids::batched_response) {
+            seen.batched.note(|| said);
+        }
+    }
+
+    /// `None` when no response came in a batch, else `Some("N response(s) …: response id 2
+    /// in a batch …")`, for `host.frames-valid`.
+    pub(super) fn batched_summary(&self) -> Option<String> {
+        let seen = self.0.lock().ok()?;
+        let batched = &seen.batched;
+        if batched.count() == 0 {
+            return None;
+        }
+        Some(format!(
+            "{} response(s) came inside a batch{}: {}",
+            batched.count(),
+            batched
+                .cut()
+                .map_or_else(String::new, |n| format!(", the first {n} shown")),
+            batched.joined()
+        ))
     }
 
     /// `None` when no response wrote an id so, else `Some("N response(s) …: id 2.0 for

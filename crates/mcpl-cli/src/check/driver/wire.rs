@@ -359,6 +359,10 @@ impl Session {
         if items.len() > limit {
             return self.batch_too_large(&items, limit, awaiting);
         }
+        // The checker sends no batch: a response here answers a request sent alone.
+        for said in items.iter().filter_map(crate::check::ids::batched_response) {
+            self.invalid.push(said);
+        }
         self.batch = Some(Vec::new());
         let mut items = items.into_iter().enumerate();
         while let Some((entry, item)) = items.next() {
