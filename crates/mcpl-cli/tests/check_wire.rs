@@ -489,6 +489,33 @@ done"#;
     );
 }
 
+/// A server that sends a valid notification over the checker's 16 MiB message limit after
+/// its `initialize` answer: §4 sets no size, so the frame is not shown invalid; the checker
+/// could not read it and fails `transport.frames-valid` closed, the detail naming its own
+/// limit, where it called the frame "invalid JSON-RPC".
+#[test]
+fn a_notification_over_the_size_limit_is_said_as_the_checkers_bound() {
+    const SERVE: &str = r#"
+printf '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"'
+head -c 16777300 /dev/zero | tr '\000' a; printf '"}}\n'
+while read l; do
+  id=$(printf '%s' "$l" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+  case "$l" in
+    *'"featureSets/update"'*) [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{"accepted":true}}\n' "$id" ;;
+    *) [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{}}\n' "$id" ;;
+  esac
+done"#;
+    let script = format!("read l; printf '%s\\n' '{INIT}'{SERVE}");
+    let doc = check_script_within(&script, "3");
+    assert_eq!(status(&doc, "transport.frames-valid"), "fail", "{doc:#}");
+    let d = detail(&doc, "transport.frames-valid");
+    assert!(!d.contains("invalid JSON-RPC"), "{d}");
+    assert!(
+        d.contains("the checker's own") && d.contains("16777216-byte limit"),
+        "the bound is named: {d}"
+    );
+}
+
 /// A server whose `push/event` Request (id 99) is over the checker's 16 MiB message limit:
 /// the line is discarded unread, and the request, whose envelope shows its method and id,
 /// was never answered (a request with an id is always answered, JSON-RPC 2.0 §5: the

@@ -51,6 +51,7 @@ use super::stderr::Tail;
 use classify::{
     discard, discard_answer, not_text_refusal, on_the_line, received, rest_answers, text_events,
 };
+pub(crate) use event::own_bound_reason;
 pub use event::Event;
 use mcpl::protocol::push::timestamp_millis;
 use mcpl::transport::child::ChildControl;
@@ -635,10 +636,10 @@ async fn pump(
                 }
                 Ok(Some(Frame::Oversized { bytes, limit })) => {
                     let why = on_the_line(
-                        format!(
+                        event::own_bound(format_args!(
                             "a message of {bytes} bytes exceeds the {limit}-byte limit \
                              (discarded)"
-                        ),
+                        )),
                         reader.discarded_rest(),
                     );
                     after = rest_answers(&why, reader.discarded_rest(), None);
@@ -646,10 +647,10 @@ async fn pump(
                 }
                 Ok(Some(Frame::OverBudget { bytes, limit })) => {
                     let why = on_the_line(
-                        format!(
+                        event::own_bound(format_args!(
                             "a message refused after {bytes} bytes: the {limit}-byte budget \
                              for buffered partial messages is exhausted (discarded)"
-                        ),
+                        )),
                         reader.discarded_rest(),
                     );
                     let rest = rest_answers(&why, reader.discarded_rest(), None);

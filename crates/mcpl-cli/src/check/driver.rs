@@ -183,6 +183,9 @@ struct Session {
     /// Frames that are not valid JSON-RPC 2.0 (discarded, malformed): the first few, and how
     /// many.
     invalid: Sample,
+    /// Frames discarded unread for one of the checker's own bounds
+    /// ([`crate::check::conn::own_bound_reason`]): not shown invalid, said as the bound.
+    own_bounds: Sample,
     /// Responses that answer no request of the checker's still awaited (never sent, or
     /// answered already; JSON-RPC 2.0 §5): `rpc.responses-answer-requests`.
     stray: Sample,
@@ -392,6 +395,7 @@ impl Session {
             timed_out: HashSet::new(),
             late_hooks: std::collections::HashMap::new(),
             invalid: Sample::default(),
+            own_bounds: Sample::default(),
             stray: Sample::default(),
             privileged_before_ready: Listed::default(),
             grant_notified: false,

@@ -275,11 +275,11 @@ pub(super) fn text_events(
     let parsed = mcpl::jsonrpc::parsed_cost(text);
     let limit = mcpl::jsonrpc::DEFAULT_MAX_PARSED_COST;
     if parsed > limit {
-        let why = format!(
+        let why = super::event::own_bound(format_args!(
             "a message of {} bytes that would cost {parsed} units parsed, over the limit of \
              {limit} (discarded unread)",
             text.len()
-        );
+        ));
         return vec![costly_answer(why, text, transcript)];
     }
     let with_cost = |e: Event| {

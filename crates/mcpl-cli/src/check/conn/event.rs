@@ -68,6 +68,23 @@ pub enum Event {
     ByteOrderMark,
 }
 
+/// How a reason begins when the checker discarded a frame unread for one of its own bounds
+/// (its message size, its budget for partial messages, the parsed cost it reads), not for
+/// anything the frame shows: §4 sets no size, so such a frame is not shown invalid, and
+/// `transport.frames-valid` says it as the checker's bound ([`own_bound`], [`own_bound_reason`]).
+pub const OWN_BOUND: &str = "over the checker's own bound (§4 sets none): ";
+
+/// `why`, said as a frame discarded for the checker's own bound ([`OWN_BOUND`]).
+pub fn own_bound(why: impl std::fmt::Display) -> String {
+    format!("{OWN_BOUND}{why}")
+}
+
+/// The reason of a frame discarded for the checker's own bound ([`own_bound`]) without its
+/// mark; `None` when `why` says no such frame.
+pub fn own_bound_reason(why: &str) -> Option<&str> {
+    why.strip_prefix(OWN_BOUND)
+}
+
 impl Event {
     /// The events of a message refused for the budget of partial messages (`bytes` read,
     /// `limit` the budget, `batch` whether it was a batch, by the library's reading) and of

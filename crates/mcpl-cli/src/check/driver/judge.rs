@@ -206,6 +206,18 @@ impl Session {
             .record("hooks.no-inference-in-hook", status, detail);
     }
 
+    /// Notes a frame discarded or refused unread (`why`): one over the checker's own bound
+    /// ([`crate::check::conn::own_bound_reason`], kept without its mark) apart from the
+    /// invalid ones, so that
+    /// `transport.frames-valid` names the bound rather than call the frame invalid.
+    pub(super) fn discarded(&mut self, why: impl AsRef<str>) {
+        if let Some(why) = crate::check::conn::own_bound_reason(why.as_ref()) {
+            self.own_bounds.push(why);
+        } else {
+            self.invalid.push(why);
+        }
+    }
+
     /// The verdicts recorded when a session ends. The first session also settles what it
     /// never saw as skipped; a narrowed session records only what it has evidence for.
     pub(super) fn conclude(&mut self) {
@@ -246,7 +258,11 @@ impl Session {
             .into_iter()
             .flatten()
             .reduce(|a, b| format!("{a}; {b}"));
-        if self.junk.is_empty() && self.invalid.is_empty() && self.spread.is_empty() {
+        if self.junk.is_empty()
+            && self.invalid.is_empty()
+            && self.spread.is_empty()
+            && self.own_bounds.is_empty()
+        {
             match marked {
                 Some(said) => self.rec.record(frames, Status::Warn, said),
                 None => self
@@ -275,6 +291,14 @@ impl Session {
             }
             if !self.invalid.is_empty() {
                 all.push(self.invalid.summary("invalid JSON-RPC"));
+            }
+            // §4 sets no size: such a frame is not shown invalid, but the checker could not
+            // read it, so it cannot pass it (fails closed), saying why.
+            if !self.own_bounds.is_empty() {
+                all.push(self.own_bounds.listed(
+                    "over the checker's own bounds (not the spec's: §4 sets no size), which it \
+                     could not read, so unjudged and failed closed",
+                ));
             }
             all.extend(marked);
             self.rec.record(frames, Status::Fail, all.join("; "));

@@ -242,25 +242,25 @@ impl Session {
                 return Handled::Continue;
             }
             Event::Invalid(why) => {
-                self.invalid.push(why);
+                self.discarded(why);
                 return Handled::Continue;
             }
             // The awaited answer, not read: said now, not waited out as silence (and a frame
             // the checker could not take, as any discarded one is).
             Event::Unread { id, why } if Some(&id) == awaiting => {
-                self.invalid.push(&why);
+                self.discarded(&why);
                 self.unanswered = 0;
                 self.silent_unjudged = false;
                 return Handled::Awaited(Reply::Unread(why));
             }
             Event::Unread { why, .. } => {
-                self.invalid.push(why);
+                self.discarded(why);
                 return Handled::Continue;
             }
             // The awaited answer may be among what was not kept of a discarded line: said
             // now, as the library's peer fails its requests outstanding.
             Event::UnreadSome { why } => {
-                self.invalid.push(&why);
+                self.discarded(&why);
                 if awaiting.is_none() {
                     return Handled::Continue;
                 }
@@ -278,7 +278,7 @@ impl Session {
             // library's peer answers it: `-32600` under its id, or under id null when its id
             // cannot be used.
             Event::Unanswerable { id, why } => {
-                self.invalid.push(&why);
+                self.discarded(&why);
                 let id = id.map_or(Value::Null, |id| id.to_value());
                 self.answer_as(id, Err(ErrorObject::invalid_request(why)));
                 return Handled::Continue;
