@@ -510,6 +510,10 @@ fn s6_7_parse_receipt_reports_defects() {
         ["fallback_invalid"]
     );
     assert_eq!(codes(json!({})), ["accepted_missing"]);
+    assert_eq!(codes(json!({"accepted": null})), ["accepted_missing"]);
+    // §6.7: `accepted` is a boolean; a string `"true"` is there, of the wrong type.
+    assert_eq!(codes(json!({"accepted": "true"})), ["accepted_not_boolean"]);
+    assert_eq!(codes(json!({"accepted": 1})), ["accepted_not_boolean"]);
     assert_eq!(codes(json!("yes")), ["not_object"]);
     assert_eq!(
         codes(

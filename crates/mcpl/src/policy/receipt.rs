@@ -169,7 +169,8 @@ impl Serialize for Receipt {
 /// A shape defect found in a peer's receipt (check `policy.receipt-shape`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceiptDefect {
-    /// Machine code: `not_object`, `accepted_missing`, `fallback_missing`,
+    /// Machine code: `not_object`, `accepted_missing` (absent or `null`),
+    /// `accepted_not_boolean` (present, of another type: `"true"`), `fallback_missing`,
     /// `fallback_invalid`, `unavailable_features_not_array`, `entry_not_object`,
     /// `feature_set_missing`, `effect_missing`, `missing_capabilities_invalid`,
     /// `mode_not_string`, `notes_not_array`, `reason_not_string`,
@@ -239,6 +240,11 @@ pub fn parse_receipt(v: &Value) -> ReceiptReport {
         }
     };
     let receipt = match accepted {
+        // §6.7: a boolean; one written as another type (`"true"`) is there, and said so.
+        None if obj.get("accepted").is_some_and(|a| !a.is_null()) => {
+            defect("accepted_not_boolean", "/accepted", true);
+            None
+        }
         None => {
             defect("accepted_missing", "/accepted", true);
             None
