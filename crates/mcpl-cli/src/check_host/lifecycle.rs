@@ -73,6 +73,10 @@ pub(super) struct Lifecycles {
     /// Members outside §10.5's table carrying text: warned, not failed
     /// ([`super::unlisted`]'s reading).
     unlisted: Found,
+    /// Integer members written with a fraction or an exponent (`turnIndex: 1.0`): read as
+    /// the integer, warned, as `host.chunks-well-formed` warns a chunk's `index: 0.0`
+    /// ([`written_whole_floats`]).
+    floats: Found,
     /// Signals carrying `model` under a `modelInfo` the host's own grant reaches though the
     /// server never advertised it (§5.4): the grant's defect, judged once, there.
     beyond: u64,
@@ -98,6 +102,7 @@ impl Default for Lifecycles {
             metadata: Tally::default(),
             paired: Tally::default(),
             unlisted: Tally::default(),
+            floats: Tally::default(),
             beyond: 0,
             refused_starts: std::collections::VecDeque::new(),
         }
@@ -151,6 +156,15 @@ impl Lifecycles {
         let parsed = params
             .ok_or_else(|| "no params".to_owned())
             .and_then(|p| LifecycleParams::deserialize(p).map_err(|e| e.to_string()));
+        if parsed.is_ok() {
+            let floats = written_whole_floats(params);
+            if !floats.is_empty() {
+                push(
+                    &mut self.floats,
+                    format!("signal {n} wrote {}", floats.join(", ")),
+                );
+            }
+        }
         let params = match parsed {
             Ok(p) => p,
             Err(e) => {
@@ -226,6 +240,34 @@ impl Lifecycles {
     }
 }
 
+/// The integer members of a signal (§10.5: `turnIndex`, `usage`'s token counts) written
+/// with a fraction or an exponent, each as `turnIndex 1.0 (the integer 1)`: the same value,
+/// which the library reads as the integer, but not an integer as written. The one rule
+/// ([`crate::check::conn::integral_number`], `mcpl::jsonrpc::whole_float_integer`) by
+/// which `host.chunks-well-formed` reads a chunk's `index: 0.0`.
+fn written_whole_floats(params: Option<&Value>) -> Vec<String> {
+    let usage = params.and_then(|p| p.get("usage"));
+    let members = [
+        ("turnIndex", params.and_then(|p| p.get("turnIndex"))),
+        (
+            "usage.inputTokens",
+            usage.and_then(|u| u.get("inputTokens")),
+        ),
+        (
+            "usage.outputTokens",
+            usage.and_then(|u| u.get("outputTokens")),
+        ),
+    ];
+    members
+        .into_iter()
+        .filter_map(|(name, v)| match v {
+            Some(Value::Number(n)) => crate::check::conn::integral_number(n)
+                .map(|(i, written)| format!("{name} {written} (the integer {i})")),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The verdict of one check on `seen` signals.
 fn verdict(found: &Found, seen: u64, what: &str, rule: &str) -> (Status, String) {
     if found.count() == 0 {
@@ -299,6 +341,21 @@ impl Run {
             ),
             other => other,
         };
+        // An integer written with a fraction: the same value, as a chunk's `index: 0.0`
+        // warns (`host.chunks-well-formed`); said beside any other warning.
+        let floats = (l.floats.count() > 0).then(|| {
+            format!(
+                "{} of {} inference/lifecycle signal(s) wrote an integer member with a \
+                 fraction or an exponent, the same value (read as the integer) but not an \
+                 integer as written (§10.5: integer){}: {}",
+                l.floats.count(),
+                l.seen,
+                l.floats
+                    .cut()
+                    .map_or_else(String::new, |k| format!(", the first {k} shown")),
+                l.floats.joined()
+            )
+        });
         let n = l.unlisted.count();
         let metadata = match metadata {
             (Status::Pass, _) if n > 0 => {
@@ -316,6 +373,11 @@ impl Run {
                 (Status::Warn, d)
             }
             other => other,
+        };
+        let metadata = match (metadata, floats) {
+            ((Status::Pass, _), Some(f)) => (Status::Warn, f),
+            ((Status::Warn, d), Some(f)) => (Status::Warn, format!("{d}; {f}")),
+            (other, _) => other,
         };
         if beyond > 0 {
             let d = format!(
@@ -449,6 +511,32 @@ mod tests {
             "{:?}",
             l.paired
         );
+    }
+
+    /// §10.5: `turnIndex: 1.0` (or a token count `2e0`) is the integer it names, read so,
+    /// but noted to warn as a chunk's `index: 0.0` warns (one whole-float rule); no defect,
+    /// and a true integer is not noted.
+    #[test]
+    fn s10_5_an_integer_written_with_a_fraction_is_noted_to_warn() {
+        let l = judged(&[
+            json!({"inferenceId": "i1", "conversationId": "c", "turnIndex": 1.0,
+                   "phase": "started"}),
+            json!({"inferenceId": "i1", "phase": "completed",
+                   "usage": {"inputTokens": 2e0, "outputTokens": 3}}),
+        ]);
+        assert_eq!(
+            (l.metadata.count(), l.paired.count()),
+            (0, 0),
+            "{:?}",
+            l.metadata
+        );
+        assert_eq!(l.floats.count(), 2, "{:?}", l.floats);
+        let said = l.floats.joined();
+        assert!(
+            said.contains("turnIndex 1.0 (the integer 1)") && said.contains("usage.inputTokens"),
+            "{said}"
+        );
+        assert!(!said.contains("outputTokens"), "{said}");
     }
 
     /// §10.5: content members, a model without modelInfo, usage on started and an unknown
