@@ -518,3 +518,53 @@ fn a_method_only_diagnostic_marks_the_batch_entry_it_was_raised_for() {
         diags[0]
     );
 }
+
+/// README (the log): in a batch each refused or diagnosed entry marks the batch frame. A
+/// server's batch `["junk", 5, ping]`: entries 0 and 1 are no objects, refused `-32600`
+/// (JSON-RPC 2.0 §6) and each diagnosed `invalid_message`, but neither diagnostic marked
+/// the batch (the peer's reader raised them, told with no frame). Now each marks its entry
+/// and its log entry says so (`marked`).
+#[test]
+fn entries_that_are_no_objects_mark_their_batch_entry() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let batch = json!(["junk", 5, { "jsonrpc": "2.0", "id": "b-ping", "method": "ping" }]);
+    std::thread::spawn(move || server(listener, manifest(), vec![batch]));
+    let is_diag = |e: &Value| {
+        e["kind"] == "diagnostic"
+            && e["preview"]
+                .as_str()
+                .is_some_and(|p| p.contains("invalid_message"))
+    };
+    let is_batch = |e: &Value| {
+        e["dir"] == "received"
+            && e["preview"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("[\"junk\""))
+    };
+    let log = repl_log_until(addr, |es| {
+        es.iter().filter(|e| is_diag(e)).count() >= 2 && es.iter().any(is_batch)
+    });
+    let frame = log
+        .iter()
+        .find(|e| is_batch(e))
+        .expect("the batch is logged");
+    let mut marked: Vec<Option<u64>> = marks(frame)
+        .into_iter()
+        .filter(|(rule, _, _)| rule == "invalid_message")
+        .map(|(_, _, entry)| entry)
+        .collect();
+    marked.sort();
+    assert_eq!(marked, [Some(0), Some(1)], "{frame}");
+    let diags: Vec<&Value> = log.iter().filter(|e| is_diag(e)).collect();
+    let mut entries: Vec<Value> = diags.iter().map(|d| d["marked"].clone()).collect();
+    entries.sort_by_key(|m| m["entry"].as_u64());
+    assert_eq!(
+        entries,
+        [
+            json!({ "seq": frame["seq"], "entry": 0 }),
+            json!({ "seq": frame["seq"], "entry": 1 })
+        ],
+        "{diags:?}"
+    );
+}

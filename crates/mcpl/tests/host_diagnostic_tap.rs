@@ -112,3 +112,69 @@ async fn a_diagnostic_names_the_frame_it_was_raised_for() {
     }
     assert_eq!(streamed, 2);
 }
+
+/// A batch entry the peer's reader refuses as no valid message (`"junk"`, `5`: not objects,
+/// JSON-RPC 2.0 §6, answered `-32600` under id null) is told to the diagnostic tap with the
+/// batch's number and the entry's index, as a diagnostic of the session's is: the reader
+/// raises it while taking that frame. It was told with no frame (a connection diagnostic),
+/// so nothing could mark the batch entry it was about (`mcpl inspect`'s log, r10 F4).
+#[tokio::test]
+async fn an_entry_the_reader_refuses_names_its_batch_and_index() {
+    let frames: Arc<Mutex<Vec<Tapped>>> = Arc::default();
+    let seen = frames.clone();
+    let tap = Tap::new(move |ev: TapEvent<'_>| {
+        seen.lock()
+            .unwrap()
+            .push((ev.frame, ev.direction, ev.text.to_owned()));
+    });
+    let diags: Arc<Mutex<Vec<Told>>> = Arc::default();
+    let told = diags.clone();
+    let diagnostic_tap = DiagnosticTap::new(move |d: &HostDiagnostic, frame: Option<RaisedFor>| {
+        told.lock().unwrap().push((d.clone(), frame));
+    });
+    let (peer, incoming, mut raw) = raw_peer(PeerConfig {
+        tap: Some(tap),
+        ..PeerConfig::default()
+    });
+    let cfg = HostConfig {
+        policy: vec!["*".into()],
+        diagnostic_tap: Some(diagnostic_tap),
+        ..HostConfig::default()
+    };
+    let connect = tokio::spawn(HostSession::connect_peer(peer, incoming, cfg));
+    let init = recv(&mut raw).await;
+    raw.send_json(json!({"jsonrpc": "2.0", "id": init["id"], "result": init_result(None)}))
+        .await;
+    let (_s, _streams) = connect.await.unwrap().expect("the host connects");
+    let batch = json!(["junk", 5, {"jsonrpc": "2.0", "id": "p1", "method": "ping"}]);
+    raw.send(&batch.to_string()).await;
+    // The batch's answer: the two refusals and the ping's, one array.
+    while !recv(&mut raw).await.is_array() {}
+    let text = batch.to_string();
+    let number = frames
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(_, dir, t)| *dir == FrameDirection::Inbound && *t == text)
+        .map(|(n, _, _)| *n)
+        .expect("the batch was tapped");
+    let invalid: Vec<Option<RaisedFor>> = diags
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(d, _)| {
+            matches!(
+                d,
+                HostDiagnostic::Connection(mcpl::peer::Diagnostic::InvalidMessage { .. })
+            )
+        })
+        .map(|(_, frame)| *frame)
+        .collect();
+    let at = |entry| {
+        Some(RaisedFor {
+            frame: number,
+            entry: Some(entry),
+        })
+    };
+    assert_eq!(invalid, [at(0), at(1)]);
+}

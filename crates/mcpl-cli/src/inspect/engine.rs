@@ -803,6 +803,9 @@ impl Engine {
                 }
                 About::Junk => mark_latest(&mut log, &|u| u.kind == Kind::Junk),
                 About::Batch => log.mark_batch(generation, mark.clone()),
+                // Named by no method or id (a batch entry that is no object), yet raised
+                // for a frame (that entry) the session or the peer's reader names.
+                About::Nothing if frame.is_some() => mark_latest(&mut log, &raised_for),
                 About::Nothing => None,
             };
             let text = format!("{} {}: {}", mark.section, mark.rule, mark.detail);

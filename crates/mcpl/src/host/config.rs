@@ -120,10 +120,12 @@ pub(super) async fn handling(
 /// frame, not a later one of the same method the reader already took.
 ///
 /// `None` when no frame the session was handling raised it: a timer, a call of the
-/// application, a handler's answer, and every `HostDiagnostic::Connection` the peer raises,
-/// those about a frame too (`JunkLine`, `ParseError`, `InvalidMessage`, `Busy`,
-/// `BatchTooLarge`, `Oversized` …): the peer reports them from its reader, its writer or
-/// the application's threads, where which frame is meant is not known.
+/// application, a handler's answer, and the `HostDiagnostic::Connection`s the peer raises
+/// from its writer or the application's threads, or about a frame it does not name
+/// (`JunkLine`, `ParseError`, `Busy`, `BatchTooLarge`, `Oversized` …). A message the
+/// peer's reader refuses as no valid JSON-RPC while taking its frame
+/// (`peer::Diagnostic::InvalidMessage`: a batch entry that is no object, say) names that
+/// frame and entry.
 ///
 /// Where it runs: a diagnostic of the session's own on the session's task; a connection
 /// diagnostic where the peer raises it (its reader or writer task, or the thread of the

@@ -557,10 +557,12 @@ impl HostSession {
         let lost = shared.diags_lost.clone();
         let diags = dtx.downgrade();
         let tap = shared.config.diagnostic_tap.clone();
-        peer.forward_diagnostics(move |d| {
+        // One the reader raised about a frame it was taking names it, as a session's does.
+        peer.forward_diagnostics(move |d, at| {
             if let Some(diags) = diags.upgrade() {
                 let d = HostDiagnostic::Connection(d);
-                report_diag(&label, &diags, &lost, tap.as_ref().map(|t| (t, None)), d);
+                let raised = at.map(|(frame, entry)| RaisedFor { frame, entry });
+                report_diag(&label, &diags, &lost, tap.as_ref().map(|t| (t, raised)), d);
             }
         });
 

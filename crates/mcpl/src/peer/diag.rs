@@ -27,8 +27,13 @@ struct Entry {
 }
 
 /// Called with each diagnostic as it is sent (under the channel's lock, so in send order;
-/// it must not send to this channel).
-pub(super) type Forward = Box<dyn Fn(Diagnostic) + Send + Sync>;
+/// it must not send to this channel), and the received frame whose reading raised it
+/// ([`ReadingAt`]), when the reader raised it while taking one.
+pub(super) type Forward = Box<dyn Fn(Diagnostic, Option<ReadingAt>) + Send + Sync>;
+
+/// The received frame the reader was taking when it raised a diagnostic: its number
+/// ([`super::TapEvent::frame`]) and, in a batch, the index of the entry (JSON-RPC 2.0 §6).
+pub(crate) type ReadingAt = (u64, Option<usize>);
 
 struct State {
     entries: VecDeque<Entry>,
@@ -87,16 +92,21 @@ pub(super) fn channel(capacity: usize) -> (Sender, Receiver) {
 impl Sender {
     /// Sends `d` to every receiver; with none, it is dropped (as `broadcast::Sender::send`).
     pub(super) fn send(&self, d: Diagnostic) {
+        self.send_at(d, None);
+    }
+
+    /// [`Sender::send`], the forwarder told the frame the reader was taking (`at`).
+    pub(super) fn send_at(&self, d: Diagnostic, at: Option<ReadingAt>) {
         {
             let mut st = lock(&self.chan.state);
             if st.receivers == 0 {
                 if let Some(f) = &st.forward {
-                    f(d);
+                    f(d, at);
                 }
                 return;
             }
             if let Some(f) = &st.forward {
-                f(d.clone());
+                f(d.clone(), at);
             }
             if st.entries.len() == self.chan.capacity {
                 // The oldest is lost for whoever has not read it (`Dropped` counts it).
@@ -131,8 +141,9 @@ impl Sender {
     pub(super) fn forward(&self, f: Forward, mut first: Option<Receiver>) {
         let mut st = lock(&self.chan.state);
         if let Some(rx) = &mut first {
+            // Read back from the queue: which frame raised each is no longer known.
             while let Next::Item(d) = take_next_locked(&mut st, &mut rx.next) {
-                f(d);
+                f(d, None);
             }
         }
         st.forward = Some(f);
@@ -296,7 +307,7 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = seen.clone();
         tx.forward(
-            Box::new(move |x| lock(&sink).push(x.to_string())),
+            Box::new(move |x, _| lock(&sink).push(x.to_string())),
             Some(first),
         );
         tx.send(d(3));

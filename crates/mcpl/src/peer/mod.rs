@@ -756,7 +756,10 @@ impl Peer {
     /// its own. `f` runs where the diagnostic is reported, under the diagnostics channel's
     /// lock, so it must only queue or log (never call back into this peer). Replaces an
     /// earlier forwarder.
-    pub(crate) fn forward_diagnostics(&self, f: impl Fn(Diagnostic) + Send + Sync + 'static) {
+    pub(crate) fn forward_diagnostics(
+        &self,
+        f: impl Fn(Diagnostic, Option<diag::ReadingAt>) + Send + Sync + 'static,
+    ) {
         let shared = self.shared();
         let sender = shared.diagnostic_sender();
         let first = lock(&shared.first_diagnostics).take();

@@ -624,6 +624,11 @@ fn take_top(
             let mut doubled = doubled.iter().peekable();
             for (i, entry) in entries.into_iter().enumerate() {
                 let twice = doubled.next_if(|(at, _)| *at == i).map(|(_, d)| d.clone());
+                // The entry being taken, for what the reader raises about it
+                // (`Shared::diagnose_reading`); told again with what it delivers.
+                shared
+                    .entry_now
+                    .store(u32::try_from(i + 1).unwrap_or(0), Ordering::Relaxed);
                 if let Some(p) = classify(shared, entry, Some(&collector), twice) {
                     match p {
                         Parsed::Reply(v) => refused.push(v),
@@ -853,7 +858,7 @@ pub(super) fn classify(
             let settled = id
                 .as_ref()
                 .and_then(|id| fail_response(shared, id, &reason));
-            shared.diagnose(Diagnostic::InvalidMessage {
+            shared.diagnose_reading(Diagnostic::InvalidMessage {
                 id,
                 reason,
                 answered: false,

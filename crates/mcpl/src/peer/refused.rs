@@ -275,7 +275,7 @@ pub(super) fn answered_invalid(
     invalid: InvalidMessage,
     policy: Option<crate::policy::Form>,
 ) -> Parsed {
-    shared.diagnose(Diagnostic::InvalidMessage {
+    shared.diagnose_reading(Diagnostic::InvalidMessage {
         id: invalid.id.clone(),
         reason: invalid.reason.clone(),
         answered: true,

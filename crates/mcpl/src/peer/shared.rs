@@ -449,6 +449,18 @@ impl Shared {
         self.diagnostic_sender().send(d);
     }
 
+    /// [`Shared::diagnose`] from the reader, about the frame it is taking: the forwarder is
+    /// told that frame's number and, in a batch, the entry's index ([`Shared::frames_read`],
+    /// [`Shared::entry_now`], both the reader's), so a session can tie the diagnostic to it
+    /// (`host::RaisedFor`).
+    pub(super) fn diagnose_reading(&self, d: Diagnostic) {
+        tracing::warn!(target: "mcpl::peer", "{d}");
+        let frame = self.frames_read.load(Ordering::Relaxed);
+        let entry = self.entry_now.load(Ordering::Relaxed).checked_sub(1);
+        let at = entry.map(|e| usize::try_from(e).unwrap_or(usize::MAX));
+        self.diagnostic_sender().send_at(d, Some((frame, at)));
+    }
+
     /// The diagnostics channel, created on first use with a receiver kept for the first
     /// [`Peer::diagnostics`] call (which thereby sees every diagnostic since the start).
     pub(super) fn diagnostic_sender(&self) -> &diag::Sender {

@@ -138,7 +138,7 @@ impl Server {
         // do (`HostDiagnostic::Connection`); the peer logs each already. Held weakly: the
         // peer must not keep its connection alive.
         let weak = Arc::downgrade(&conn);
-        peer.forward_diagnostics(move |d| {
+        peer.forward_diagnostics(move |d, _| {
             if let Some(conn) = weak.upgrade() {
                 conn.stream_diagnostic(ServerDiagnostic::Connection(d));
             }
