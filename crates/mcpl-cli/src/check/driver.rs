@@ -21,6 +21,7 @@ mod hooks;
 mod in_force;
 mod judge;
 mod negotiation;
+mod others;
 mod probes;
 mod sample;
 mod sessions;
