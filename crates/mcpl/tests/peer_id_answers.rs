@@ -244,6 +244,55 @@ async fn a_batch_reusing_an_id_runs_the_first_only() {
     );
 }
 
+/// One id in flight is one numeric value (JSON-RPC 2.0 §5: an answer carries "the same
+/// value"; `jsonrpc::Identity`): `7.0` and `7e0` while `7` is in flight, `-0.0` and `0`
+/// while `0.0` is, are refused `-32600` (in use), each answered under its own
+/// representation; the string `"7"` is another id. Before, ids were told apart by their
+/// representation, and `7` and `7.0` both ran.
+#[tokio::test(start_paused = true)]
+async fn a_batch_reusing_an_id_by_value_runs_the_first_only() {
+    let (_peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    for (line, ok, refused) in [
+        (
+            r#"[{"jsonrpc":"2.0","id":7,"method":"x"},{"jsonrpc":"2.0","id":7.0,"method":"x"},{"jsonrpc":"2.0","id":7e0,"method":"x"},{"jsonrpc":"2.0","id":"7","method":"x"}]"#,
+            vec![json!(7), json!("7")],
+            vec![json!(7.0), json!(7.0)],
+        ),
+        (
+            r#"[{"jsonrpc":"2.0","id":0.0,"method":"x"},{"jsonrpc":"2.0","id":-0.0,"method":"x"},{"jsonrpc":"2.0","id":0,"method":"x"}]"#,
+            vec![json!(0.0)],
+            vec![json!(-0.0), json!(0)],
+        ),
+    ] {
+        let got = exchange(&mut raw, line).await;
+        assert_eq!(got.len(), 1, "{got:?}");
+        let answers = got[0].as_array().expect("a batch answer");
+        let text = |v: &Value| v.to_string();
+        let mut oks: Vec<String> = answers
+            .iter()
+            .filter(|a| a["result"] == "ok")
+            .map(|a| text(&a["id"]))
+            .collect();
+        let mut refusals: Vec<String> = answers
+            .iter()
+            .filter(|a| a["error"]["code"] == -32600)
+            .map(|a| text(&a["id"]))
+            .collect();
+        oks.sort();
+        refusals.sort();
+        let mut want_ok: Vec<String> = ok.iter().map(text).collect();
+        let mut want_refused: Vec<String> = refused.iter().map(text).collect();
+        want_ok.sort();
+        want_refused.sort();
+        assert_eq!(
+            (oks, refusals),
+            (want_ok, want_refused),
+            "{line}: {answers:?}"
+        );
+    }
+}
+
 /// MCP stdio framing is one message per line. A line holding several complete messages
 /// separated by JSON whitespace is the sender's framing defect, reported once
 /// (`Diagnostic::SeveralOnALine`), and each is read as if it had come on its own line: each

@@ -1,7 +1,8 @@
 //! `ServerState::handle_frame` (sans-I/O) against the async `Server` over a real pipe:
 //! for each frame of a list (batches of requests the machine answers itself, an empty
 //! batch, one past the bound, invalid entries, several messages on one line, junk, the
-//! policy Request in a batch, a request reusing an id taken earlier in its batch), both write the same answers, frame by frame, and end in the
+//! policy Request in a batch, a request reusing an id taken earlier in its batch, by value
+//! too, a cancel freeing one), both write the same answers, frame by frame, and end in the
 //! same grant (JSON-RPC 2.0 §5, §6; MCPL §6.7). The frames are raw JSON lines, every byte
 //! written by the test.
 #![cfg(feature = "runtime")]
@@ -32,6 +33,11 @@ fn policy(id: u64) -> Value {
 
 fn ping(id: u64) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
+}
+
+/// MCP's `notifications/cancelled` naming `id`.
+fn cancel(id: Value) -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}})
 }
 
 /// The frames sent to both, in order (after `initialize`).
@@ -76,6 +82,17 @@ fn frames() -> Vec<String> {
         json!([policy(43), ping(43)]).to_string(),
         json!([policy(44), policy(44)]).to_string(),
         json!([ping(45), ping(45), ping(46)]).to_string(),
+        // A cancel naming a request taken earlier in the batch frees its id for the entries
+        // after it (`peer::serving`: the `Server` answers a cancelled request as it handles
+        // the cancel), so the policy Request after it is applied (§6.7).
+        json!([ping(47), cancel(json!(47)), policy(47)]).to_string(),
+        // One id in flight is one numeric value (JSON-RPC 2.0 §5): `48.0` and `4.8e1` are
+        // refused while `48` is in flight, `-0.0` while `0.0` is, each answered under its
+        // own representation; the string `"48"` is another id.
+        r#"[{"jsonrpc":"2.0","id":48,"method":"ping"},{"jsonrpc":"2.0","id":48.0,"method":"ping"},{"jsonrpc":"2.0","id":4.8e1,"method":"ping"},{"jsonrpc":"2.0","id":"48","method":"ping"}]"#.into(),
+        r#"[{"jsonrpc":"2.0","id":0.0,"method":"ping"},{"jsonrpc":"2.0","id":-0.0,"method":"ping"}]"#.into(),
+        r#"[{"jsonrpc":"2.0","id":49.0,"method":"ping"},{"jsonrpc":"2.0","id":49,"method":"featureSets/update","params":{"enabled":["work"],"disabled":[],"effectiveCapabilities":["pushEvents"]}}]"#.into(),
+        json!([policy(50)]).to_string(),
         json!(over).to_string(),
     ]
 }
@@ -213,6 +230,12 @@ async fn a_request_under_the_id_of_one_in_flight_is_refused_as_the_async_server_
         call.to_string(),
         policy(61).to_string(),
         policy(62).to_string(),
+        ping(61).to_string(),
+        // The same id by value (JSON-RPC 2.0 §5): refused, answered as written.
+        r#"{"jsonrpc":"2.0","id":61.0,"method":"ping"}"#.into(),
+        // A cancel naming it by another representation cancels it: answered `-32800`
+        // under the id as its request wrote it, and the id is free again.
+        cancel(json!(61.0)).to_string(),
         ping(61).to_string(),
     ];
     for (n, frame) in frames.iter().enumerate() {

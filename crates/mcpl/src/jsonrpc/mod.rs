@@ -919,6 +919,8 @@ mod cost;
 pub(crate) mod doubled;
 mod encoded;
 pub(crate) mod head;
+mod identity;
+pub(crate) use identity::InFlightId;
 mod invalid;
 pub use invalid::{invalid_then, InvalidThen, Shape};
 mod lead;

@@ -42,7 +42,7 @@
 //! chance of 2^-48 per pair, under a key no sender can aim at) would refuse the later one.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::num::NonZeroU64;
 
 use crate::jsonrpc::RequestId;
@@ -50,26 +50,19 @@ use crate::jsonrpc::RequestId;
 /// The low bits of a [`Held`] that hold the generation.
 const GENERATION: u64 = 0xFFFF;
 
-/// The key an id is held under: a hash keyed once per process, of the id's kind and value
-/// (not `RequestId`'s own `Hash`, under which the integers `-1` and `18446744073709551615`
-/// write the same bytes: a `HashSet` tells them apart by equality, a key alone would not),
-/// its low 16 bits clear and never zero.
+/// The key an id is held under: a hash keyed once per process of the id's identity in
+/// flight ([`RequestId::identity`]: `7`, `7.0` and `7e0` one key, `0` and `-0.0` one,
+/// `"7"` another; not `RequestId`'s own `Hash`, which keeps the representation, and under
+/// which the integers `-1` and `18446744073709551615` write the same bytes: a `HashSet`
+/// tells them apart by equality, a key alone would not), its low 16 bits clear and never
+/// zero.
 pub(super) fn key(id: &RequestId) -> u64 {
     static STATE: std::sync::OnceLock<std::collections::hash_map::RandomState> =
         std::sync::OnceLock::new();
-    let mut h = STATE
+    let hash = STATE
         .get_or_init(std::collections::hash_map::RandomState::new)
-        .build_hasher();
-    match id {
-        RequestId::Number(n) => match (n.as_u64(), n.as_i64()) {
-            (Some(u), _) => (0u8, u).hash(&mut h),
-            (None, Some(i)) => (1u8, i).hash(&mut h),
-            // No integer within 64 bits: a taken id never is (`jsonrpc::read_id`).
-            (None, None) => (2u8, n.to_string()).hash(&mut h),
-        },
-        RequestId::String(s) => (3u8, s.as_str()).hash(&mut h),
-    }
-    (h.finish() & !GENERATION).max(GENERATION + 1)
+        .hash_one(id.identity());
+    (hash & !GENERATION).max(GENERATION + 1)
 }
 
 /// What an owed answer holds in [`Serving`]: its key and the generation it was taken in.

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::jsonrpc::batch::{parse_batch, BoundedBatch, Top};
 use crate::jsonrpc::{
-    ErrorObject, InvalidMessage, InvalidThen, Message, ParseError, RequestId, Response,
+    ErrorObject, InFlightId, InvalidMessage, InvalidThen, Message, ParseError, RequestId, Response,
 };
 use crate::session::Transmission;
 
@@ -85,10 +85,11 @@ pub(crate) trait FrameSide {
     fn join_answers(&mut self, mark: usize, refusals: Vec<Response>, ids: &Ids<'_>);
 }
 
-/// The ids of a batch's requests ([`join`]): `all` it holds, and those its reading `taken`.
+/// The ids of a batch's requests ([`join`]), each by its identity in flight
+/// ([`RequestId::identity`]): `all` it holds, and those its reading `taken`.
 pub(crate) struct Ids<'a> {
-    pub(crate) all: &'a HashSet<RequestId>,
-    pub(crate) taken: &'a HashSet<RequestId>,
+    pub(crate) all: &'a HashSet<InFlightId>,
+    pub(crate) taken: &'a HashSet<InFlightId>,
 }
 
 /// The outputs `tail` a side wrote while a batch was read, with the `refusals` of its
@@ -108,16 +109,18 @@ pub(crate) fn join<O>(
     take: impl Fn(O) -> Option<Response>,
     frame: impl Fn(Transmission) -> O,
 ) -> VecDeque<O> {
-    let seen: HashSet<&RequestId> = tail
+    let seen: HashSet<InFlightId> = tail
         .iter()
         .filter_map(|o| answered(o).and_then(|r| r.id.as_ref()))
+        .map(InFlightId::of)
         // A refusal answers its own entry, not a request taken under the same id (one the
         // application may still hold).
         .chain(
             refusals
                 .iter()
                 .filter_map(|r| r.id.as_ref())
-                .filter(|id| !ids.taken.contains(*id)),
+                .map(InFlightId::of)
+                .filter(|id| !ids.taken.contains(id)),
         )
         .collect();
     if ids.all.iter().any(|id| !seen.contains(id)) {
@@ -134,8 +137,10 @@ pub(crate) fn join<O>(
     let mut answers = refusals;
     let mut at = None;
     for o in tail {
-        let ours =
-            answered(&o).is_some_and(|r| r.id.as_ref().map_or(true, |id| ids.all.contains(id)));
+        let ours = answered(&o).is_some_and(|r| {
+            r.id.as_ref()
+                .map_or(true, |id| ids.all.contains(&InFlightId::of(id)))
+        });
         if !ours {
             rest.push_back(o);
             continue;
@@ -210,19 +215,21 @@ fn take_batch<S: FrameSide>(side: &mut S, now: Instant, message: &str, top: Top,
         );
     }
     // The ids the batch's requests are answered under (bounded by the batch's bound).
-    let ids: HashSet<RequestId> = entries
+    let ids: HashSet<InFlightId> = entries
         .iter()
         .filter(|v| v.get("method").is_some())
         .filter_map(|v| v.get("id").and_then(RequestId::from_request_value))
+        .map(InFlightId)
         .collect();
     let mut entries = entries;
     let doubled = side.prepare_entries(message, &mut entries);
     let mut doubled = doubled.into_iter().peekable();
     let mark = side.output_mark();
     let mut refusals = Vec::new();
-    // The ids of the requests taken so far in this batch (at most its entries): a later
-    // request under one is refused, as the peer refuses it (`peer::serving`: an earlier
-    // entry of the same batch is in flight while the later one is read).
+    // The ids of the requests taken so far in this batch (at most its entries), by their
+    // identity in flight: a later request under one is refused, as the peer refuses it
+    // (`peer::serving`: an earlier entry of the same batch is in flight while the later
+    // one is read), unless a cancel between freed it ([`take_value`]).
     let mut taken = HashSet::new();
     for (i, entry) in entries.into_iter().enumerate() {
         if side.frame_closed() {
@@ -249,14 +256,18 @@ fn take_batch<S: FrameSide>(side: &mut S, now: Instant, message: &str, top: Top,
 /// a side that answers it is answered as not applied and refused unread (§6.7). Gives the
 /// refusal to write (in a batch, the peer writes the refusals first, then the answers as
 /// they come); the caller writes it. `taken`: in a batch, the ids of its requests taken
-/// so far; a valid request under one of them is refused ([`refuse_id_in_use`]), never
-/// taken.
+/// so far, by their identity in flight ([`RequestId::identity`]); a valid request under
+/// one of them is refused ([`refuse_id_in_use`]), never taken. A `notifications/cancelled`
+/// naming one frees it for the entries after it, as the async peer frees it for both
+/// sides' owners (`peer::serving`, `Peer::answers_cancels`: the `Server` and the
+/// `HostSession` answer a cancelled request as they handle the cancel, and a request they
+/// answered at once was answered before it).
 pub(crate) fn take_value<S: FrameSide>(
     side: &mut S,
     now: Instant,
     value: Value,
     doubled: Option<crate::jsonrpc::doubled::Doubled>,
-    taken: Option<&mut HashSet<RequestId>>,
+    mut taken: Option<&mut HashSet<InFlightId>>,
 ) -> Option<Response> {
     let shape = crate::jsonrpc::Shape::of(&value);
     let policy = (side.answers_policy()
@@ -266,10 +277,21 @@ pub(crate) fn take_value<S: FrameSide>(
         None => crate::policy::Form::Notification,
     });
     let invalid = match crate::jsonrpc::doubled::from_value_read(value, doubled) {
-        Ok(Message::Request(r)) if taken.is_some_and(|t| !t.insert(r.id.clone())) => {
+        Ok(Message::Request(r))
+            if taken
+                .as_deref_mut()
+                .is_some_and(|t| !t.insert(InFlightId::of(&r.id))) =>
+        {
             return Some(refuse_id_in_use(side, &r));
         }
         Ok(msg) => {
+            if let (Some(t), Message::Notification(n)) = (taken, &msg) {
+                if n.method == crate::session::CANCELLED {
+                    if let Some(id) = crate::session::cancelled_request(n.params.as_ref()) {
+                        t.remove(&InFlightId(id));
+                    }
+                }
+            }
             side.take_message(now, msg);
             return None;
         }

@@ -96,6 +96,17 @@ impl<V, K: Hash + Eq + Clone> Pending<V, K> {
         Some(w.value)
     }
 
+    /// Request `id`, no longer waiting, with the key it was inserted under (which may be
+    /// told from `id` while equal to it: `jsonrpc::InFlightId` keeps the representation).
+    pub(crate) fn remove_entry<Q: Borrow<K>>(&mut self, id: Q) -> Option<(K, V)> {
+        let (key, w) = self.by_id.remove_entry(id.borrow())?;
+        if let Some(at) = w.deadline {
+            self.deadlines.remove(&(at, w.number));
+        }
+        self.release_if_empty();
+        Some((key, w.value))
+    }
+
     /// Frees the tables once nothing waits: an emptied `HashMap` keeps its buckets and an
     /// emptied `BTreeMap` its root node, which every idle connection would hold for the
     /// requests of its setup (issue #24's idle memory per connection).

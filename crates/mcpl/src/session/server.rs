@@ -22,7 +22,7 @@ use super::server_inbound::{
     grant_in_force, host_notification, route_host_request, unredacted_hook, HostNotice,
     NotificationStep, RequestRoute,
 };
-use super::server_initialize::{read_initialize, ServerRulesError};
+use super::server_initialize::ServerRulesError;
 use super::server_manifest::SharedManifest;
 use super::server_pending::{DEFAULT_MAX_PENDING_REQUESTS, DEFAULT_REQUEST_TIMEOUT};
 use super::{Receiver, Refusal, ServerDiagnostic, Transmission};
@@ -47,6 +47,7 @@ mod rollback;
 pub use policy_answer::{answer_policy_request, PolicyAnswer};
 /// The connection's deadlines and its end.
 mod ends;
+mod hand_out;
 use super::CANCELLED;
 
 /// What a [`ServerState`] serves.
@@ -451,7 +452,7 @@ pub struct ServerState {
     /// The application's requests waiting for the host's answer, with their deadlines.
     pending: super::server_pending::OwnRequests,
     /// Host requests handed out and not answered yet, and what their answer is made.
-    handed: HashMap<RequestId, Handed>,
+    handed: HashMap<crate::jsonrpc::InFlightId, Handed>,
     /// An `initialize` is with the application ([`ServerRules::initialize_by_application`]).
     initializing: bool,
     turns: LifecycleTracker,
@@ -770,7 +771,10 @@ impl ServerState {
         if !self.acknowledged && self.initialized {
             self.before_initialized(&r.method);
         }
-        if self.handed.contains_key(&r.id) {
+        if self
+            .handed
+            .contains_key(&crate::jsonrpc::InFlightId::of(&r.id))
+        {
             // JSON-RPC ids are unique among requests in flight: refused, whatever its method,
             // as the async `Server` refuses it (the policy Request so sent grants nothing).
             let refusal = crate::session::frames::refuse_id_in_use(self, &r);
@@ -840,60 +844,6 @@ impl ServerState {
                 self.hand_out_request(r)
             }
         }
-    }
-
-    /// Reads the host's `initialize` by the one rule ([`read_initialize`]; one with the
-    /// application already counts as a second) and hands it to the application.
-    fn hand_out_initialize(&mut self, r: Request) {
-        let read = match read_initialize(self.initialized || self.initializing, r.params.as_ref()) {
-            Ok(read) => read,
-            Err(e) => return self.respond(r.id, Err(e)),
-        };
-        self.out
-            .extend(read.diagnostic.map(ServerOutput::Diagnostic));
-        let handed = Handed::Initialize { mcpl: read.mcpl };
-        self.initializing = self.hand_out(r, handed);
-    }
-
-    /// Hands an admitted host request to the application, within the in-flight bound.
-    fn hand_out_request(&mut self, r: Request) {
-        let handed = ServerState::handed_as(&r.method, r.params.as_ref());
-        self.hand_out(r, handed);
-    }
-
-    /// Hands `r` out as `handed`, within the in-flight bound; whether it was. Its id is not
-    /// in flight ([`Self::on_request`] refused it).
-    fn hand_out(&mut self, r: Request, handed: Handed) -> bool {
-        // An id in flight was refused before routing (`on_request`).
-        if self.handed.len() >= self.rules.max_in_flight {
-            let e = ErrorObject::busy(self.rules.max_in_flight);
-            self.respond(r.id, Err(e));
-            false
-        } else if let Some(empty) = self.hook_not_run(&r.method) {
-            self.respond(r.id, Ok(empty));
-            false
-        } else {
-            self.handed.insert(r.id.clone(), handed);
-            self.out.push_back(ServerOutput::Request {
-                id: r.id,
-                method: r.method,
-                params: r.params,
-            });
-            true
-        }
-    }
-
-    /// For a `context/beforeInference` whose hook's own set is not available now, the answer
-    /// sent without handing it out ([`hook_not_run`](super::server_hooks::hook_not_run)).
-    fn hook_not_run(&self, method: &str) -> Option<Value> {
-        if method != BeforeInference::NAME {
-            return None;
-        }
-        let hook_set = self.rules.hook_feature_set.as_deref();
-        let empty = super::server_hooks::hook_not_run(hook_set, |s| {
-            self.mcpl && self.policy.is_available(s)
-        })?;
-        serde_json::to_value(empty).ok()
     }
 
     /// The host's `inference/lifecycle` notification with these params, read straight into

@@ -17,6 +17,7 @@
 //! [`HostState::inference_chunk`].
 
 use super::*;
+use crate::jsonrpc::InFlightId;
 
 /// How long the application may take to answer a server request by default
 /// ([`HostRules::answer_timeout`]): 120 s, long enough for a long generation, past the
@@ -129,7 +130,7 @@ impl LateAnswers {
     /// answered before are no longer found by the id alone, so an answer under `id` is the
     /// new request's; by hand-out they still are.
     pub(super) fn reused(&mut self, id: &RequestId) {
-        for late in self.watched.iter_mut().filter(|l| l.id == *id) {
+        for late in self.watched.iter_mut().filter(|l| l.id.same_in_flight(id)) {
             late.superseded = true;
         }
     }
@@ -138,17 +139,18 @@ impl LateAnswers {
     /// the last one under `id`, unless the id was reused since), forgotten now.
     fn take(&mut self, id: &RequestId, handout: Option<u64>) -> Option<&'static str> {
         let at = self.watched.iter().position(|l| match handout {
-            Some(h) => l.handout == h && l.id == *id,
-            None => l.id == *id && !l.superseded,
+            Some(h) => l.handout == h && l.id.same_in_flight(id),
+            None => l.id.same_in_flight(id) && !l.superseded,
         })?;
         self.watched.remove(at).map(|l| l.method)
     }
 }
 
-/// The requests handed out and not yet answered, by the server's id, with their deadlines:
-/// the one structure every waiting request of the host lives in
-/// ([`crate::session::pending::Pending`]).
-pub(super) type AppRequests = crate::session::pending::Pending<AppRequest, RequestId>;
+/// The requests handed out and not yet answered, by the server's id (by its identity in
+/// flight, `jsonrpc::Identity`, keeping the id as the request wrote it, which its answer
+/// echoes), with their deadlines: the one structure every waiting request of the host
+/// lives in ([`crate::session::pending::Pending`]).
+pub(super) type AppRequests = crate::session::pending::Pending<AppRequest, InFlightId>;
 
 impl HostState {
     /// Answers a request handed out as [`HostOutput::Request`]. An answer is a message the
@@ -171,7 +173,7 @@ impl HostState {
         outcome: Result<Value, ErrorObject>,
     ) -> Result<(), StateError> {
         self.open()?;
-        let Some(req) = self.app_pending.remove(&id) else {
+        let Some((InFlightId(id), req)) = self.app_pending.remove_entry(InFlightId::of(&id)) else {
             self.late_answer(&id, true);
             return Err(StateError::UnknownRequest(
                 serde_json::to_string(&id).unwrap_or_default(),
@@ -228,7 +230,8 @@ impl HostState {
         delta: &str,
     ) -> Result<(), StateError> {
         self.open()?;
-        let index = match self.app_pending.get(id) {
+        let key = InFlightId::of(id);
+        let index = match self.app_pending.get(&key) {
             Some(r) if r.streamed => r.chunks,
             _ => {
                 return Err(StateError::Stream(format!(
@@ -239,12 +242,12 @@ impl HostState {
         };
         let params = rules::chunk_params(id, index, delta);
         self.gate(InferenceChunk::NAME, &params)?;
-        if let Some(r) = self.app_pending.get_mut(id) {
+        if let Some(r) = self.app_pending.get_mut(&key) {
             r.chunks = index + 1;
         }
         // The work goes on: its answer's deadline counts from this chunk (module docs).
         let due = self.rules.answer_timeout.and_then(|t| now.checked_add(t));
-        self.app_pending.extend(id, due);
+        self.app_pending.extend(&key, due);
         self.write_notification(InferenceChunk::NAME, params);
         Ok(())
     }
@@ -298,7 +301,7 @@ impl HostState {
             return;
         };
         let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
-        for (id, req) in self.app_pending.take_due(now) {
+        for (InFlightId(id), req) in self.app_pending.take_due(now) {
             let e = ErrorObject::internal(format!(
                 "the host's application did not answer {} within {after:?}",
                 req.method

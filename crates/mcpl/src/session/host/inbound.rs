@@ -61,7 +61,10 @@ impl HostState {
     }
 
     pub(super) fn on_request(&mut self, now: Instant, r: Request) {
-        if self.app_pending.contains(&r.id) {
+        if self
+            .app_pending
+            .contains(crate::jsonrpc::InFlightId::of(&r.id))
+        {
             // The server's mistake (MCP: a sender does not reuse an id within the session;
             // the answers could not be told apart, JSON-RPC 2.0 §5): whatever its method,
             // refused and reported, never run, as the async host's peer refuses it first
@@ -129,7 +132,8 @@ impl HostState {
                     // under it is this one's from now on, never the earlier one's late
                     // answer (`LateAnswers`).
                     self.late.reused(&r.id);
-                    self.app_pending.insert(r.id, req, due);
+                    self.app_pending
+                        .insert(crate::jsonrpc::InFlightId(r.id), req, due);
                 } else {
                     let limit = self.rules.max_pending_outputs;
                     self.respond(r.id, Err(ErrorObject::busy(limit)));
@@ -340,10 +344,14 @@ impl HostState {
             let method = crate::session::CANCELLED.into();
             return self.diag(HostDiagnostic::BadParams { method, detail });
         };
-        if !self.app_pending.contains(&id) {
+        // By its identity in flight (`jsonrpc::Identity`): `requestId: 7.0` names request
+        // `7`, answered under its own id.
+        let Some((crate::jsonrpc::InFlightId(id), _)) = self
+            .app_pending
+            .remove_entry(crate::jsonrpc::InFlightId(id))
+        else {
             return;
-        }
-        self.app_pending.remove(&id);
+        };
         self.respond(id.clone(), Err(ErrorObject::request_cancelled()));
         self.out.push_back(HostOutput::Cancelled { id });
     }

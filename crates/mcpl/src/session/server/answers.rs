@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{Handed, ServerOutput, ServerState};
 use crate::jsonrpc::Notification;
-use crate::jsonrpc::{Encoded, ErrorObject, RequestId};
+use crate::jsonrpc::{Encoded, ErrorObject, InFlightId, RequestId};
 use crate::session::{SendRefusal, ServerDiagnostic, Transmission};
 
 impl ServerState {
@@ -21,14 +21,18 @@ impl ServerState {
     /// any other (unknown, answered, or the `initialize` MCP forbids cancelling) is handed on
     /// as it is.
     pub(super) fn on_cancelled(&mut self, n: crate::jsonrpc::Notification) {
-        let id = crate::session::cancelled_request(n.params.as_ref()).filter(|id| {
-            self.handed
-                .get(id)
-                .is_some_and(|h| !matches!(h, Handed::Initialize { .. }))
-        });
-        match id {
-            Some(id) => {
-                if let Some(Handed::ChannelClose(channel)) = self.handed.remove(&id) {
+        // By its identity in flight (`jsonrpc::Identity`): `requestId: 7.0` names request
+        // `7`, which is answered under its own id.
+        let id = crate::session::cancelled_request(n.params.as_ref())
+            .map(InFlightId)
+            .filter(|id| {
+                self.handed
+                    .get(id)
+                    .is_some_and(|h| !matches!(h, Handed::Initialize { .. }))
+            });
+        match id.and_then(|id| self.handed.remove_entry(&id)) {
+            Some((InFlightId(id), handed)) => {
+                if let Handed::ChannelClose(channel) = handed {
                     // Reading (§14.5; MCP's cancellation), fail closed: a host that gives up
                     // its close drops the channel (the server may have closed it), so the
                     // server no longer holds it either.
@@ -77,15 +81,18 @@ impl ServerState {
         id: RequestId,
         outcome: Result<Value, ErrorObject>,
     ) -> Result<(), SendRefusal> {
-        let handed = self.take_handed(&id)?;
+        let (id, handed) = self.take_handed(&id)?;
         self.answer_handed(id, handed, outcome);
         Ok(())
     }
 
-    /// Request `id` as it was handed out, no longer waiting for its answer.
-    fn take_handed(&mut self, id: &RequestId) -> Result<Handed, SendRefusal> {
+    /// Request `id` as it was handed out (by its identity in flight, `jsonrpc::Identity`),
+    /// no longer waiting for its answer: its id as its request wrote it (what the answer
+    /// echoes, JSON-RPC 2.0 §5), and how it was handed out.
+    fn take_handed(&mut self, id: &RequestId) -> Result<(RequestId, Handed), SendRefusal> {
         self.handed
-            .remove(id)
+            .remove_entry(&InFlightId::of(id))
+            .map(|(InFlightId(id), handed)| (id, handed))
             .ok_or_else(|| SendRefusal::UnknownRequest(id.to_value().to_string()))
     }
 
@@ -179,7 +186,8 @@ impl ServerState {
     /// `Value` in between. The answers a rule reads (a hook's, an `initialize`'s) are read
     /// back and go the way of [`Self::answer`]; one that is no JSON is `-32603`.
     pub fn answer_encoded(&mut self, id: RequestId, result: Encoded) -> Result<(), SendRefusal> {
-        match self.take_handed(&id)? {
+        let (id, handed) = self.take_handed(&id)?;
+        match handed {
             Handed::Plain => {
                 self.out
                     .push_back(ServerOutput::Transmit(Transmission::Result { id, result }));

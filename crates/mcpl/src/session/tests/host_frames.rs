@@ -509,6 +509,68 @@ fn s5_any_request_under_the_id_of_one_the_application_holds_is_refused() {
     );
 }
 
+/// JSON-RPC 2.0 §5, MCP base protocol: one id in flight is one numeric value
+/// (`jsonrpc::Identity`), as the async host's peer holds it (`peer::serving`): while the
+/// server's `model/info` under `7.0` is with the application, a `ping` under `7` is refused
+/// (id in use) under its own `7`; a cancel naming `7` cancels it, answered `-32800` under
+/// `7.0` as it was written; a batch `[ping 8, ping 8.0]` runs the first only, and
+/// `[ping 9, cancel 9, ping 9.0]` both (the cancel frees the id). Before, `7` and `7.0`
+/// were two ids.
+#[test]
+fn s5_an_id_in_flight_is_one_numeric_value() {
+    let mut rules = server_rules();
+    rules.manifest["modelInfo"] = json!({});
+    let mut p = Pair::new(&["modelInfo"], rules);
+    p.host = HostState::new(HostRules::new(["modelInfo"]), p.now, SystemTime::UNIX_EPOCH)
+        .expect("host rules");
+    p.host.start(p.now);
+    p.drive();
+    let (wrote, out) = (p.host_wrote.len(), p.host_out.len());
+    let info = r#"{"jsonrpc":"2.0","id":7.0,"method":"model/info"}"#;
+    p.host.handle_frame(p.now, info, MAX_BATCH);
+    let ping = json!({"jsonrpc": "2.0", "id": 7, "method": "ping"});
+    p.host.handle_frame(p.now, &ping.to_string(), MAX_BATCH);
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7}});
+    p.host.handle_frame(p.now, &cancel.to_string(), MAX_BATCH);
+    let outs = p.host_outputs_from(out);
+    let handed = outs
+        .iter()
+        .filter(|o| matches!(o, HostOutput::Request { .. }))
+        .count();
+    assert_eq!(handed, 1, "{outs:?}");
+    assert!(
+        outs.iter().any(|o| matches!(o, HostOutput::Cancelled { id }
+            if id.to_value() == json!(7.0))),
+        "{outs:?}"
+    );
+    let frames: Vec<String> = wrote_from(&mut p, wrote)
+        .iter()
+        .map(|f| format!("{} {}", f["id"], f["error"]["code"]))
+        .collect();
+    assert_eq!(frames, ["7 -32600", "7.0 -32800"]);
+    let wrote = p.host_wrote.len();
+    let batch =
+        r#"[{"jsonrpc":"2.0","id":8,"method":"ping"},{"jsonrpc":"2.0","id":8.0,"method":"ping"}]"#;
+    p.host.handle_frame(p.now, batch, MAX_BATCH);
+    let batch = r#"[{"jsonrpc":"2.0","id":9,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}},{"jsonrpc":"2.0","id":9.0,"method":"ping"}]"#;
+    p.host.handle_frame(p.now, batch, MAX_BATCH);
+    let frames: Vec<Vec<String>> = wrote_from(&mut p, wrote)
+        .iter()
+        .map(|f| {
+            let answers = f.as_array().expect("a batch's answers");
+            answers
+                .iter()
+                .map(|a| format!("{} {}", a["id"], a["error"]["code"]))
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        frames,
+        [vec!["8.0 -32600", "8 null"], vec!["9 null", "9.0 null"]]
+    );
+}
+
 /// JSON-RPC 2.0 §6: an entry that closes the machine mid-batch (here a failed `initialize`
 /// answer, §5.2) takes nothing more of the batch, but the refusals of the entries before it
 /// are still written: each was reported answered, so each is owed its answer.
