@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use mcpl::capability::Capability;
-use mcpl::peer::DEFAULT_MAX_BATCH_ENTRIES;
+use mcpl::peer::{PeerConfig, DEFAULT_MAX_BATCH_ENTRIES};
 use mcpl::server::{Server, Session};
 use mcpl::session::{ServerOutput, ServerRules, ServerState};
 use mcpl::transport::Transport;
@@ -112,7 +112,17 @@ impl Wire {
     /// A server whose feature set `work` uses `caps`, with a tool `hold` that never
     /// returns.
     async fn start_with(caps: &[Capability]) -> Wire {
+        Wire::start_bounded(caps, PeerConfig::default().max_in_flight_requests).await
+    }
+
+    /// [`Wire::start_with`], holding at most `in_flight` host requests at once.
+    async fn start_bounded(caps: &[Capability], in_flight: usize) -> Wire {
+        let config = PeerConfig {
+            max_in_flight_requests: in_flight,
+            ..PeerConfig::default()
+        };
         let server = Server::builder("diff", "1")
+            .peer_config(config)
             .feature_set("work", "Work", caps)
             .tool(
                 "hold",
@@ -136,6 +146,24 @@ impl Wire {
     async fn send(&mut self, line: &str) {
         let line = format!("{line}\n");
         self.write.write_all(line.as_bytes()).await.expect("write");
+    }
+
+    /// The first `n` lines the server writes for `frame` (a guard, never a synchronisation:
+    /// a missing line fails the test): for a frame behind which a marking `ping` would be
+    /// answered busy, ahead of the frame's own answers.
+    async fn answers_counted(&mut self, frame: &str, n: usize) -> Vec<Value> {
+        self.send(frame).await;
+        let mut got = Vec::new();
+        for _ in 0..n {
+            let line =
+                tokio::time::timeout(std::time::Duration::from_secs(60), self.lines.next_line())
+                    .await
+                    .expect("a line in time")
+                    .expect("read")
+                    .expect("a line");
+            got.push(serde_json::from_str(&line).expect("JSON"));
+        }
+        got
     }
 
     /// Every line the server writes for `frame`: read up to the answer to a ping sent
@@ -252,6 +280,61 @@ async fn a_request_under_the_id_of_one_in_flight_is_refused_as_the_async_server_
             assert_eq!(sans_io[0]["error"]["data"]["applied"], false, "{sans_io:?}");
             assert!(!state.grant().allows(Capability::PushEvents));
         }
+    }
+    assert!(state.grant().allows(Capability::PushEvents));
+}
+
+/// A request refused busy (past the bound of requests in flight) is never in flight: its id
+/// is free for the entries after it in its batch, as the async server's peer refuses it
+/// before taking its id (`peer::reader`), so the policy Request after it under that id is
+/// applied by both (§6.7: it is never busy). Before, `ServerState` kept the busy request's
+/// id as taken and refused the policy Request (id in use, not applied).
+#[tokio::test]
+async fn a_request_refused_busy_frees_its_id_in_its_batch_as_the_async_server_does() {
+    let manifest = json!({"version": "0.5", "pushEvents": {},
+        "featureSets": {"work": {"uses": ["pushEvents", "tools"]}}});
+    let mut rules =
+        ServerRules::new(json!({"name": "diff", "version": "1"}), manifest).expect("rules");
+    rules.mcp_capabilities.insert("tools".into(), json!({}));
+    rules.max_in_flight = 1;
+    let mut state = ServerState::new(rules);
+    let mut wire = Wire::start_bounded(&[Capability::PushEvents, Capability::Tools], 1).await;
+    let policy = |id: u64| {
+        let mut p = policy(id);
+        p["params"]["effectiveCapabilities"] = json!(["pushEvents", "tools"]);
+        p
+    };
+    state_answers(&mut state, INITIALIZE);
+    state_answers(&mut state, INITIALIZED);
+    wire.send(INITIALIZE).await;
+    wire.lines
+        .next_line()
+        .await
+        .expect("read")
+        .expect("the answer");
+    wire.send(INITIALIZED).await;
+    let call = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "hold", "arguments": {}}})
+    };
+    // The first call holds the one slot (unanswered), so a marking `ping` would be answered
+    // busy ahead of a frame's answers: the async server's lines are read by the count the
+    // sans-I/O one wrote, and a last policy Request (never busy) shows nothing more came.
+    let frames = [
+        json!([policy(80)]).to_string(),
+        call(81).to_string(),
+        json!([call(83), policy(83)]).to_string(),
+        policy(84).to_string(),
+    ];
+    for (n, frame) in frames.iter().enumerate() {
+        let sans_io = state_answers(&mut state, frame);
+        let async_server = wire.answers_counted(frame, sans_io.len()).await;
+        assert_eq!(sans_io, async_server, "frame {n}: {frame:.200}");
+        assert_eq!(
+            state.grant().allows(Capability::PushEvents),
+            wire.session.granted(Capability::PushEvents),
+            "frame {n}: {frame:.200}"
+        );
     }
     assert!(state.grant().allows(Capability::PushEvents));
 }

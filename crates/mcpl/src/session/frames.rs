@@ -53,6 +53,12 @@ pub(crate) trait FrameSide {
     /// Takes one valid message.
     fn take_message(&mut self, now: Instant, msg: Message);
 
+    /// Whether the request last taken ([`Self::take_message`]) was answered busy (past the
+    /// side's bound of requests in flight) rather than taken, cleared as read: its id is
+    /// not in flight, as the async peer's reader answers such a request before taking its
+    /// id (`peer::reader`) where that bound is the peer's own (the server's).
+    fn take_refused_busy(&mut self) -> bool;
+
     /// Whether an object with an id and neither a method nor an outcome, under `id`, is an
     /// answer of the side's own rather than something to answer (JSON-RPC 2.0 §5).
     fn answers_ours(&self, id: &RequestId) -> bool;
@@ -257,7 +263,8 @@ fn take_batch<S: FrameSide>(side: &mut S, now: Instant, message: &str, top: Top,
 /// refusal to write (in a batch, the peer writes the refusals first, then the answers as
 /// they come); the caller writes it. `taken`: in a batch, the ids of its requests taken
 /// so far, by their identity in flight ([`RequestId::identity`]); a valid request under
-/// one of them is refused ([`refuse_id_in_use`]), never taken. A `notifications/cancelled`
+/// one of them is refused ([`refuse_id_in_use`]), never taken. A request the side answers
+/// busy is not taken ([`FrameSide::take_refused_busy`]), and a `notifications/cancelled`
 /// naming one frees it for the entries after it, as the async peer frees it for both
 /// sides' owners (`peer::serving`, `Peer::answers_cancels`: the `Server` and the
 /// `HostSession` answer a cancelled request as they handle the cancel, and a request they
@@ -285,14 +292,25 @@ pub(crate) fn take_value<S: FrameSide>(
             return Some(refuse_id_in_use(side, &r));
         }
         Ok(msg) => {
-            if let (Some(t), Message::Notification(n)) = (taken, &msg) {
-                if n.method == crate::session::CANCELLED {
+            let Some(t) = taken else {
+                side.take_message(now, msg);
+                return None;
+            };
+            let request = match &msg {
+                Message::Request(r) => Some(InFlightId::of(&r.id)),
+                Message::Notification(n) if n.method == crate::session::CANCELLED => {
                     if let Some(id) = crate::session::cancelled_request(n.params.as_ref()) {
                         t.remove(&InFlightId(id));
                     }
+                    None
                 }
-            }
+                _ => None,
+            };
+            side.take_refused_busy();
             side.take_message(now, msg);
+            if let Some(id) = request.filter(|_| side.take_refused_busy()) {
+                t.remove(&id);
+            }
             return None;
         }
         Err(invalid) => invalid,

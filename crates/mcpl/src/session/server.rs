@@ -455,6 +455,8 @@ pub struct ServerState {
     handed: HashMap<crate::jsonrpc::InFlightId, Handed>,
     /// An `initialize` is with the application ([`ServerRules::initialize_by_application`]).
     initializing: bool,
+    /// The last host request taken was answered busy, never handed out (`frames::take_value`).
+    refused_busy: bool,
     turns: LifecycleTracker,
     out: VecDeque<ServerOutput>,
     /// The `mcpl/manifestChanged` still to write, coalesced (§17.8).
@@ -511,6 +513,7 @@ impl ServerState {
             pending: Default::default(),
             handed: HashMap::new(),
             initializing: false,
+            refused_busy: false,
             turns,
             out,
             announce: Default::default(),

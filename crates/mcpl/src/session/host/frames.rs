@@ -166,6 +166,14 @@ impl crate::session::frames::FrameSide for HostState {
         self.handle_message(now, msg);
     }
 
+    /// Never: the host's bound on what it hands out (`HostRules::max_pending_outputs`) has
+    /// no counterpart in the async host's peer, which has taken the request's id by the time
+    /// its `HostState` answers it busy (the id is freed as that answer is queued, after the
+    /// batch is read), so the id stays taken for the rest of its batch here too.
+    fn take_refused_busy(&mut self) -> bool {
+        false
+    }
+
     fn answers_ours(&self, id: &RequestId) -> bool {
         HostState::answers_ours(self, id)
     }

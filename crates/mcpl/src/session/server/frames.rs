@@ -247,6 +247,10 @@ impl FrameSide for ServerState {
         self.handle_message(now, msg);
     }
 
+    fn take_refused_busy(&mut self) -> bool {
+        std::mem::take(&mut self.refused_busy)
+    }
+
     /// A request of the server's own waits under `id`, or the server numbered one with it
     /// (JSON-RPC 2.0 §5; [`crate::jsonrpc::head::numbered_by_us`]).
     fn answers_ours(&self, id: &RequestId) -> bool {

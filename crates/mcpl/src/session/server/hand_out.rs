@@ -36,6 +36,7 @@ impl ServerState {
         // An id in flight was refused before routing (`on_request`).
         if self.handed.len() >= self.rules.max_in_flight {
             let e = ErrorObject::busy(self.rules.max_in_flight);
+            self.refused_busy = true;
             self.respond(r.id, Err(e));
             false
         } else if let Some(empty) = self.hook_not_run(&r.method) {
