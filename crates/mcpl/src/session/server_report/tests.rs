@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::capability::{Capability, Denied};
+use crate::policy::InjectionDenied;
 
 /// Issue #24 item 4: the texts of what the sans-I/O `ServerState` reports too are true
 /// for it: they name no API of `server::Server` (`SendError`, `GrantState`, `Session`,
