@@ -76,6 +76,10 @@ pub(crate) trait FrameSide {
     /// says it was not applied.
     fn answers_policy(&self) -> bool;
 
+    /// Reports request `id` (`method`) taken under an id written with a fraction or an
+    /// exponent ([`report_fractional`]).
+    fn fractional_id(&mut self, id: &RequestId, method: &str);
+
     /// Reports what could not be taken as a message.
     fn unreadable(&mut self, id: Option<&RequestId>, detail: String, answered: bool);
 
@@ -283,7 +287,11 @@ pub(crate) fn take_value<S: FrameSide>(
         Some(_) => crate::policy::Form::Request,
         None => crate::policy::Form::Notification,
     });
-    let invalid = match crate::jsonrpc::doubled::from_value_read(value, doubled) {
+    let read = crate::jsonrpc::doubled::from_value_read(value, doubled);
+    if let Ok(msg) = &read {
+        report_fractional(side, msg);
+    }
+    let invalid = match read {
         Ok(Message::Request(r))
             if taken
                 .as_deref_mut()
@@ -326,6 +334,20 @@ pub(crate) fn take_value<S: FrameSide>(
         InvalidThen::Fail(_) => {
             side.fail_invalid(now, invalid);
             None
+        }
+    }
+}
+
+/// A request read from text (a frame's, a batch entry's) whose id is a number written with
+/// a fraction or an exponent: reported for its form once, before its id is judged
+/// (`in use`) or it is run, as the async peer reports it as it reads it
+/// (`peer::Diagnostic::FractionalId`; JSON-RPC 2.0 §4's SHOULD NOT). Only on the paths
+/// that read text: the async drivers hand their machines messages the peer read and
+/// reported already.
+pub(crate) fn report_fractional<S: FrameSide>(side: &mut S, msg: &Message) {
+    if let Message::Request(r) = msg {
+        if r.id.is_fractional() {
+            side.fractional_id(&r.id, &r.method);
         }
     }
 }

@@ -268,6 +268,19 @@ pub enum HostDiagnostic {
         /// The id as read (`7e0` reads `7.0`).
         written: String,
     },
+    /// A request read from text ([`HostState::handle_frame`](super::HostState::handle_frame),
+    /// [`HostState::handle_text`](super::HostState::handle_text)) whose id is a number
+    /// written with a fraction or an exponent (`2.0`, `2.5`): JSON-RPC 2.0 §4 says an id
+    /// SHOULD NOT have a fractional part, a SHOULD NOT, so it is taken and answered under
+    /// the same value (§5, [`crate::jsonrpc::request_id_number`]) and reported for its
+    /// form, once per request, as the async session's peer reports it
+    /// (`peer::Diagnostic::FractionalId`, a connection defect).
+    FractionalId {
+        /// The id as JSON text, as it is answered under.
+        id: String,
+        /// The request's method.
+        method: String,
+    },
     /// What a frame handed to [`HostState::handle_frame`](super::HostState::handle_frame)
     /// held that could not be taken as a message (JSON-RPC 2.0 §5, §6): a text that is no
     /// JSON or no JSON-RPC 2.0 message, a batch entry that is none, an empty batch or one
@@ -464,6 +477,10 @@ impl HostDiagnostic {
                 ..
             }
             | D::LateAnswer {
+                method: server,
+                id: detail,
+            }
+            | D::FractionalId {
                 method: server,
                 id: detail,
             }

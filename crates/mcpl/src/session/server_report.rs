@@ -278,6 +278,22 @@ pub enum ServerDiagnostic {
         /// Its id, if it had one.
         id: Option<RequestId>,
     },
+    /// `fractional_id`: a request read from text ([`ServerState::handle_frame`],
+    /// [`ServerState::handle_text`]) whose id is a number written with a fraction or an
+    /// exponent (`2.0`, `2.5`): JSON-RPC 2.0 §4 says an id SHOULD NOT have a fractional
+    /// part, a SHOULD NOT, so it is taken and answered under the same value (§5,
+    /// [`crate::jsonrpc::request_id_number`]) and reported for its form, once per request,
+    /// as the async server's peer reports it (`connection`: `peer::Diagnostic::FractionalId`).
+    /// A defect of the host.
+    ///
+    /// [`ServerState::handle_frame`]: super::ServerState::handle_frame
+    /// [`ServerState::handle_text`]: super::ServerState::handle_text
+    FractionalId {
+        /// The id, as it is answered under.
+        id: RequestId,
+        /// The request's method.
+        method: String,
+    },
     /// `unreadable`: a frame's text, or part of it, that [`ServerState::handle_frame`]
     /// could not take as a message (junk, an invalid entry of a batch, an empty batch or one
     /// past the bound, several messages on one line), as the async peer reports it
@@ -405,7 +421,8 @@ impl ServerDiagnostic {
             | D::RequestBeforeInitialized { method }
             | D::UnexpectedNotification { method }
             | D::NotificationDropped { method, .. }
-            | D::NotificationDroppedBytes { method, .. } => clip_text(method),
+            | D::NotificationDroppedBytes { method, .. }
+            | D::FractionalId { method, .. } => clip_text(method),
             D::PolicyMalformed { error, .. } => clip_text(error),
             D::Unreadable { id, detail, .. } => {
                 id.iter_mut().for_each(clip_text);
@@ -491,6 +508,7 @@ impl ServerDiagnostic {
             }
             D::InferenceResultMalformed { .. } => "inference_result_malformed",
             D::UnexpectedResponse { .. } => "unexpected_response",
+            D::FractionalId { .. } => "fractional_id",
             D::Unreadable { .. } => "unreadable",
             D::Lifecycle(d) => d.code(),
             D::LifecycleMissingMembers { .. } => "lifecycle_missing_members",
@@ -769,6 +787,11 @@ impl std::fmt::Display for Detail<'_> {
             D::UnexpectedResponse { id: Some(id) } => {
                 write!(f, "a response to request {id}, which is not in flight")
             }
+            D::FractionalId { id, method } => write!(
+                f,
+                "took request {id} ({method}) and answered it under that id: JSON-RPC 2.0 §4 \
+                 says a numeric id SHOULD NOT have a fractional part"
+            ),
             D::UnexpectedResponse { id: None } => {
                 f.write_str("an error response without an id, to no request in flight")
             }

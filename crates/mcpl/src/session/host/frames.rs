@@ -196,6 +196,13 @@ impl crate::session::frames::FrameSide for HostState {
     }
 
     /// Reports what could not be taken as a message.
+    fn fractional_id(&mut self, id: &RequestId, method: &str) {
+        self.diag(HostDiagnostic::FractionalId {
+            id: id.to_value().to_string(),
+            method: method.to_owned(),
+        });
+    }
+
     fn unreadable(&mut self, id: Option<&RequestId>, detail: String, answered: bool) {
         let id = id.map(|id| id.to_value().to_string());
         self.diag(HostDiagnostic::Unreadable {

@@ -601,6 +601,7 @@ impl HostState {
         text: &str,
     ) -> Result<(), crate::jsonrpc::ParseError> {
         let msg = Message::parse(text)?;
+        crate::session::frames::report_fractional(self, &msg);
         let unreadable = match &msg {
             Message::Response(r) if self.answer_read_whole(r.id.as_ref()) => {
                 crate::jsonrpc::repeated::first_repeated(text).map(|r| (r, msg.to_value()))

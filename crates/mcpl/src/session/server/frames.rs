@@ -141,6 +141,7 @@ impl FrameSide for ServerState {
     fn take_single(&mut self, now: Instant, _text: &str, message: &str) -> Result<(), ParseError> {
         match Message::parse(message) {
             Ok(msg) => {
+                crate::session::frames::report_fractional(self, &msg);
                 self.handle_message(now, msg);
                 Ok(())
             }
@@ -271,6 +272,14 @@ impl FrameSide for ServerState {
 
     fn answers_policy(&self) -> bool {
         true
+    }
+
+    fn fractional_id(&mut self, id: &RequestId, method: &str) {
+        let d = ServerDiagnostic::FractionalId {
+            id: id.clone(),
+            method: method.to_owned(),
+        };
+        self.out.push_back(ServerOutput::Diagnostic(d));
     }
 
     fn unreadable(&mut self, id: Option<&RequestId>, detail: String, answered: bool) {

@@ -85,6 +85,7 @@ impl super::ServerState {
     ) -> Result<(), crate::jsonrpc::ParseError> {
         match crate::jsonrpc::Message::parse(text) {
             Ok(msg) => {
+                crate::session::frames::report_fractional(self, &msg);
                 self.handle_message(now, msg);
                 Ok(())
             }

@@ -286,6 +286,14 @@ fn each_variant_keeps_its_published_code_and_kind() {
         ),
         (D::UnexpectedResponse { id: None }, "unexpected_response", P),
         (
+            D::FractionalId {
+                id: serde_json::from_str("2.5").expect("an id"),
+                method: m(),
+            },
+            "fractional_id",
+            P,
+        ),
+        (
             D::Unreadable {
                 id: None,
                 detail: "d".into(),

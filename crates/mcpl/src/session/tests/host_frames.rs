@@ -602,3 +602,41 @@ fn s6_a_batch_that_closes_the_machine_still_answers_what_it_refused() {
 fn ping_of(id: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
 }
+
+/// JSON-RPC 2.0 §4: a request whose id is a number with a fraction or an exponent is taken
+/// and answered under it, and reported for its form once per request
+/// ([`HostDiagnostic::FractionalId`]), as the async host's peer reports it
+/// (`peer::Diagnostic::FractionalId`): alone, in a batch, and refused in use alike. An
+/// integer id is not reported. Before, the sans-I/O host reported nothing.
+#[test]
+fn jsonrpc_s4_a_request_id_with_a_fraction_is_reported_once_per_request() {
+    let mut p = Pair::connect(&["pushEvents"], server_rules());
+    p.collect();
+    let (wrote, out) = (p.host_wrote.len(), p.host_out.len());
+    p.host.handle_frame(
+        p.now,
+        r#"{"jsonrpc":"2.0","id":2.5,"method":"ping"}"#,
+        MAX_BATCH,
+    );
+    p.host.handle_frame(
+        p.now,
+        r#"[{"jsonrpc":"2.0","id":3.0,"method":"ping"},{"jsonrpc":"2.0","id":3e0,"method":"ping"},{"jsonrpc":"2.0","id":4,"method":"ping"}]"#,
+        MAX_BATCH,
+    );
+    p.host
+        .handle_text(p.now, r#"{"jsonrpc":"2.0","id":5.5,"method":"ping"}"#)
+        .expect("a message");
+    let reported: Vec<String> = host_diags(&mut p, out)
+        .into_iter()
+        .filter_map(|d| match d {
+            HostDiagnostic::FractionalId { id, method } => Some(format!("{id} {method}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reported, ["2.5 ping", "3.0 ping", "3.0 ping", "5.5 ping"]);
+    let frames = wrote_from(&mut p, wrote);
+    assert_eq!(
+        frames[0],
+        json!({"jsonrpc": "2.0", "id": 2.5, "result": {}})
+    );
+}

@@ -440,3 +440,48 @@ fn s6_7_a_policy_request_under_the_id_of_a_request_in_flight_grants_nothing() {
     assert_eq!(frames.len(), 1, "{frames:?}");
     assert_eq!(frames[0]["result"], json!({"content": []}));
 }
+
+/// JSON-RPC 2.0 §4: a request whose id is a number with a fraction or an exponent is taken
+/// and answered under it, and reported for its form once per request
+/// ([`ServerDiagnostic::FractionalId`]), as the async server's peer reports it
+/// (`peer::Diagnostic::FractionalId`): alone, in a batch, and refused in use alike (the
+/// peer reports it as it reads the request, before its id is judged). An integer id is
+/// not reported. Before, the sans-I/O server reported nothing.
+#[test]
+fn jsonrpc_s4_a_request_id_with_a_fraction_is_reported_once_per_request() {
+    let (mut p, _, from) = connected();
+    p.server.handle_frame(
+        p.now,
+        r#"{"jsonrpc":"2.0","id":2.5,"method":"ping"}"#,
+        MAX_BATCH,
+    );
+    p.server.handle_frame(
+        p.now,
+        r#"[{"jsonrpc":"2.0","id":3.0,"method":"ping"},{"jsonrpc":"2.0","id":3e0,"method":"ping"},{"jsonrpc":"2.0","id":4,"method":"ping"}]"#,
+        MAX_BATCH,
+    );
+    p.server
+        .handle_text(p.now, r#"{"jsonrpc":"2.0","id":5.5,"method":"ping"}"#)
+        .expect("a message");
+    let frames = server_frames(&mut p);
+    assert_eq!(
+        frames[0],
+        json!({"jsonrpc": "2.0", "id": 2.5, "result": {}})
+    );
+    let reported: Vec<String> = server_diagnostics(&p, from)
+        .into_iter()
+        .filter_map(|d| match d {
+            ServerDiagnostic::FractionalId { id, method } => Some(format!("{id} {method}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reported, ["2.5 ping", "3.0 ping", "3.0 ping", "5.5 ping"]);
+    let d = server_diagnostics(&p, from)
+        .into_iter()
+        .find(|d| matches!(d, ServerDiagnostic::FractionalId { .. }))
+        .expect("reported")
+        .clone();
+    assert_eq!(d.code(), "fractional_id");
+    assert_eq!(d.kind(), crate::session::DiagnosticKind::PeerDefect);
+    assert!(d.to_string().contains("§4"), "{d}");
+}
