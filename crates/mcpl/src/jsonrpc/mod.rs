@@ -14,7 +14,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// A request id: a JSON number or a JSON string. The two never compare equal.
+/// A request id: a JSON number or a JSON string. The two never compare equal. Equality
+/// here is `serde_json`'s, near the representation (`7` and `7.0` differ, though `0.0` and
+/// `-0.0` do not); whether two ids are one request in flight is by their value
+/// (`jsonrpc::Identity`, the one rule of the peer and both sans-I/O machines).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum RequestId {
@@ -68,7 +71,9 @@ impl RequestId {
 /// Whether a numeric id is kept exactly: an integer that fits `i64` or `u64`. Without
 /// `arbitrary_precision` anything else is held as a double, so `18446744073709551617` would
 /// be echoed as `1.8446744073709552e19`, and two distinct ids could become one. Reading:
-/// JSON-RPC 2.0 §4 says numeric ids SHOULD NOT have fractions; such ids are refused.
+/// JSON-RPC 2.0 §4 says numeric ids SHOULD NOT have fractions: such an id is refused where
+/// an id is read exactly ([`RequestId::from_value`], a response's, which names a request of
+/// ours), and taken on a request received when [`request_id_number`] takes it.
 fn exact_id(n: &serde_json::Number) -> bool {
     n.is_i64() || n.is_u64()
 }

@@ -94,20 +94,23 @@ pub(crate) fn read_refused(text: &[u8], e: &serde_json::Error) -> (Option<Reques
 /// Reading of JSON-RPC 2.0 §5 (the id is Null only when there was an error in detecting
 /// it): an id is detected when, before the byte the parser failed at, the object showed
 /// `"jsonrpc": "2.0"`, a `method` member and exactly one top-level `id` member whose value
-/// ended, a string of at most [`super::MAX_ID_BYTES`] or an integer within 64 bits, and no
+/// ended, a request id (a string of at most [`super::MAX_ID_BYTES`], or a number
+/// [`RequestId::from_request_value`] takes: an integer within 64 bits, or one written with
+/// a fraction or an exponent that [`super::request_id_number`] takes, `2.0`, `2.5`), and no
 /// other top-level `id` member is named anywhere the envelope scanner reads past the error.
-/// Anything less (an id cut by the error, two `id` members, a float, a boolean, `null`, an
-/// object, an id over the length limit, no `jsonrpc` or another version, no `method`, a
-/// batch) is in doubt: fail closed, as an id in doubt could name another of the sender's
-/// requests. Member names are read unescaped (`"i\u0064"` is `id`, and counts as one).
+/// Anything less (an id cut by the error, two `id` members, a number no request id can be
+/// such as `1e30`, a boolean, `null`, an object, an id over the length limit, no `jsonrpc`
+/// or another version, no `method`, a batch) is in doubt: fail closed, as an id in doubt
+/// could name another of the sender's requests. Member names are read unescaped
+/// (`"i\u0064"` is `id`, and counts as one).
 ///
 /// A text nested past the parser's depth (serde_json's 128 levels) may be valid JSON: the
 /// parser's error says nothing of the rest, so its envelope is read whole, past the
-/// nesting, as the peer reads it: a `method` and exactly one ended `id`, a string or an
-/// integer. No `"jsonrpc": "2.0"` is asked of it: that makes it an Invalid Request,
-/// answered under its id as one that parses is, not an id in doubt. It is answered
-/// `-32600` ([`super::ParseError::answer`]). A text that shows a response (an outcome and
-/// no `method`) names no request. The one rule of the peer and a driver.
+/// nesting, as the peer reads it: a `method` and exactly one ended `id`, a request id as
+/// above. No `"jsonrpc": "2.0"` is asked of it: that makes it an Invalid Request, answered
+/// under its id as one that parses is, not an id in doubt. It is answered `-32600`
+/// ([`super::ParseError::answer`]). A text that shows a response (an outcome and no
+/// `method`) names no request. The one rule of the peer and a driver.
 pub fn refused_request_id(text: &str) -> Option<RequestId> {
     match refusal(text)?.0 {
         Then::Answer(id) => id,
@@ -118,8 +121,8 @@ pub fn refused_request_id(text: &str) -> Option<RequestId> {
 /// The id of a request whose text is no UTF-8 (RFC 8259 §8.1: it does not parse), told by
 /// its envelope summary (`summary`, as `transport::FrameReader::discarded_head`
 /// gives it) without doubt, by the rule of [`refused_request_id`]: `"jsonrpc": "2.0"`, a
-/// `method`, exactly one `id`, ended, a string or an integer. The bytes of another encoding
-/// hide none of its members. The one rule of the peer (`peer::oversized`) and `mcpl check`.
+/// `method`, exactly one `id`, ended, a request id. The bytes of another encoding hide none
+/// of its members. The one rule of the peer (`peer::oversized`) and `mcpl check`.
 pub fn not_text_request_id(summary: &[u8]) -> Option<RequestId> {
     // Read as it was written: a method's value may hold those bytes (an id holding them
     // reads as none, [`id_written`]).

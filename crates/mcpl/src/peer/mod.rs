@@ -44,11 +44,12 @@
 //!   diagnostic and **no** reply; a line that starts like JSON but does not parse gets a
 //!   diagnostic and a `-32700` reply with `"id": null`, as JSON-RPC 2.0 asks, unless it
 //!   showed a request's id without doubt before the parser's error (`"jsonrpc": "2.0"`, a
-//!   `method` and exactly one `id`, a string or an integer, its value ended): then the
-//!   `-32700` goes under that id (§5: Null only when the id could not be detected). A
-//!   batch the parser refuses only for what follows it on its line (another message with
-//!   nothing between, junk) has each of its requests answered so, under its id, in one
-//!   array (§6); several messages separated by whitespace are each read as their own line.
+//!   `method` and exactly one `id`, a request id, its value ended: a string, or a number a
+//!   request's id can be, `jsonrpc::request_id_number`): then the `-32700` goes under that
+//!   id (§5: Null only when the id could not be detected). A batch the parser refuses only
+//!   for what follows it on its line (another message with nothing between, junk) has
+//!   each of its requests answered so, under its id, in one array (§6); several messages
+//!   separated by whitespace are each read as their own line.
 //! - JSON that is not a valid message is answered `-32600` only when it has both a readable
 //!   id and a `method` member (a request gone wrong); without an id it is skipped with a
 //!   diagnostic (like a non-`"2.0"` line). Inside a batch every invalid request-like entry

@@ -36,11 +36,11 @@
 //! answered `-32600` under the id it carries when one could be read, [`ParseError::Json`]
 //! `-32700` under the id of a request the text showed whole and without doubt before the
 //! byte the parser failed at (`"jsonrpc": "2.0"`, a `method` and exactly one ended `id`, a
-//! string or an integer: [`refused_request_id`]), else a null id; a request nested past
-//! the parser's depth (possibly valid JSON) `-32600` (`reason: "nesting"`) under the id
-//! read past the nesting. A driver that drops an owed line leaves a request unanswered;
-//! one that writes `ParseError::answer` (an answer for every text) answers responses and
-//! notifications too.
+//! request id, a string or a number a request's id can be: [`refused_request_id`]), else a
+//! null id; a request nested past the parser's depth (possibly valid JSON) `-32600`
+//! (`reason: "nesting"`) under the id read past the nesting. A driver that drops an owed
+//! line leaves a request unanswered; one that writes `ParseError::answer` (an answer for
+//! every text) answers responses and notifications too.
 //!
 //! [`ParseError::owed_answer`]: crate::jsonrpc::ParseError::owed_answer
 //! [`ParseError::Json`]: crate::jsonrpc::ParseError::Json

@@ -1,5 +1,5 @@
 //! MCP's `notifications/cancelled` at the host: `requestId` is required and is a request
-//! id (a string or an integer). One that names no id at all is the server's mistake: it is
+//! id (a string, or a number a request's id can be, `jsonrpc::request_id_number`). One that names no id at all is the server's mistake: it is
 //! reported ([`HostDiagnostic::BadParams`]), never silently dropped, and cancels nothing.
 //! One naming an id not handed out is ignored, as MCP lets a receiver (it may have just
 //! been answered).
