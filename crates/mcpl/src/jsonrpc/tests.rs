@@ -806,8 +806,8 @@ fn a_batch_first_text_refused_for_what_follows_is_owed_each_request_under_its_id
 }
 
 /// JSON-RPC 2.0 §5.1, §6; §6.7: the requests of a batch the parser refused for what
-/// follows it, each once in order, an entry naming its `id` twice left out (its id in
-/// doubt), and the policy Request and Notification told apart; pinned while the walk is
+/// follows it, each once in order (by value: `1.0` is `1` again, `jsonrpc::Identity`), an
+/// entry naming its `id` twice left out (its id in doubt), and the policy Request and Notification told apart; pinned while the walk is
 /// made linear (each entry's doubled member read beside it, the ids seen a set).
 #[test]
 fn batch_requests_before_pins_each_id_once_in_order() {
@@ -816,6 +816,7 @@ fn batch_requests_before_pins_each_id_once_in_order() {
         r#"{"jsonrpc":"2.0","id":2,"id":3,"method":"b"},"#,
         r#"{"jsonrpc":"2.0","id":"s","method":"featureSets/update","params":{}},"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"again"},"#,
+        r#"{"jsonrpc":"2.0","id":1.0,"method":"again"},"#,
         r#"{"jsonrpc":"2.0","method":"featureSets/update","params":{}},"#,
         r#"{"jsonrpc":"2.0","id":4,"method":"c","method":"d"},"#,
         r#"{"jsonrpc":"2.0","id":5,"method":"e"}] x"#
