@@ -398,9 +398,8 @@ fn pipelined_widenings() -> Rule {
 }
 
 /// §6.7: a second widening Request read while the first one's held probe awaits its answer
-/// starts a hold of its own there; the probe's answer that hold reads is still the probe's
-/// (finding F2), so a host answering `model/info` before either receipt fails
-/// `host.manifest-additions-not-granted`.
+/// is kept unanswered (no receipt is written while the probe waits), so a host answering
+/// `model/info` before either receipt fails `host.manifest-additions-not-granted`.
 #[tokio::test]
 async fn a_host_activating_early_behind_two_pipelined_widenings_fails_additions() {
     let (_, doc) = run("widen_pipelined.json", pipelined_widenings()).await;
@@ -499,6 +498,14 @@ enum Later {
     /// `[widen-2, widen-3]` as one batch, each granting what `widen-1` did, the probe
     /// answered right behind it (r11 F3).
     Batch,
+    /// As [`Later::Three`], the probe answered only once `widen-3`'s receipt came (r13 F4).
+    ThreeAfter,
+    /// As [`Later::Batch`], the probe answered only once the batch's array came (r13 F4).
+    BatchAfter,
+    /// `widen-2` to `widen-18` (17 Requests, each granting `modelInfo` and
+    /// `channels.incoming`) back to back, the probe answered only once `widen-18`'s receipt
+    /// came (r13 F1: past 16 kept, the 17th's receipt was written at once).
+    Many,
     /// `widen-1` grants `channels.incoming` and `modelInfo`; on the held
     /// `channels/incoming` probe (passed on to the library host, which refuses it),
     /// `widen-2` granting the same; the held `model/info` probe answered only once
@@ -506,19 +513,34 @@ enum Later {
     Both,
 }
 
-/// The ids of the host's own Requests in [`later_requests`].
-const WIDEN: [&str; 3] = ["widen-1", "widen-2", "widen-3"];
+/// The ids of the host's own Requests in [`later_requests`]: `widen-N`.
+fn is_widen(id: &str) -> bool {
+    id.strip_prefix("widen-")
+        .is_some_and(|n| n.parse::<u32>().is_ok())
+}
 
-/// `v` answers one of [`WIDEN`] (a response, or a batch of them); `Some(true)` when
-/// `widen-2`'s answer is among them.
-fn answers_widen(v: &Value) -> Option<bool> {
+/// `v` answers some of the host's own Requests ([`is_widen`]; a response, or a batch of
+/// them): their ids, in the order written.
+fn answers_widen(v: &Value) -> Option<Vec<String>> {
     let entries = v.as_array().cloned().unwrap_or_else(|| vec![v.clone()]);
-    let ids: Vec<&str> = entries.iter().filter_map(|e| e["id"].as_str()).collect();
+    let ids: Vec<String> = entries
+        .iter()
+        .filter_map(|e| e["id"].as_str().map(str::to_owned))
+        .collect();
     let mine = !entries.is_empty()
         && entries.iter().all(|e| e.get("method").is_none())
         && ids.len() == entries.len()
-        && ids.iter().all(|id| WIDEN.contains(id));
-    mine.then(|| ids.contains(&"widen-2"))
+        && ids.iter().all(|id| is_widen(id));
+    mine.then_some(ids)
+}
+
+/// The answers to the host's own Requests that reached it, one list per message written
+/// (a batch's array is one), in order ([`later_logged`]).
+type Receipts = Arc<Mutex<Vec<Vec<String>>>>;
+
+/// `widen-from` to `widen-to`, one message each.
+fn one_by_one(from: u32, to: u32) -> Vec<Vec<String>> {
+    (from..=to).map(|n| vec![format!("widen-{n}")]).collect()
 }
 
 /// A proxy rule for a host that, once the partially invalid manifest (the third fetch) is
@@ -526,17 +548,32 @@ fn answers_widen(v: &Value) -> Option<bool> {
 /// `when` says; it answers `model/info` with a result from `widen-2`'s receipt on. The
 /// receipts of its own Requests are kept from the library host.
 fn later_requests(when: Later) -> Rule {
+    later_logged(when, Receipts::default())
+}
+
+/// [`later_requests`], noting in `log` every answer to the host's own Requests that reaches
+/// it; `model/info` is answered with a result once the last of them `when` sends was
+/// answered (`widen-2`, or `widen-3` for [`Later::ThreeAfter`] and [`Later::BatchAfter`],
+/// `widen-18` for [`Later::Many`]).
+fn later_logged(when: Later, log: Receipts) -> Rule {
     let mut fetches = Vec::new();
     let mut answered = 0;
     let (mut sent, mut asked, mut active) = (false, false, false);
     let mut held: Option<Value> = None;
+    let last = match when {
+        Later::ThreeAfter | Later::BatchAfter => "widen-3",
+        Later::Many => "widen-18",
+        _ => "widen-2",
+    };
     Box::new(move |to, v| {
         if to == To::Checker && v["method"] == "mcpl/manifest" {
             fetches.push(v["id"].clone());
         }
         if to == To::Host {
-            if let Some(second) = answers_widen(&v) {
-                if !second {
+            if let Some(ids) = answers_widen(&v) {
+                let releases = ids.iter().any(|id| id == last);
+                log.lock().unwrap().push(ids);
+                if !releases {
                     return vec![];
                 }
                 active = true;
@@ -581,6 +618,22 @@ fn later_requests(when: Later) -> Rule {
                     Later::Granting | Later::Both => {
                         held = Some(v);
                         vec![(To::Checker, w2(both))]
+                    }
+                    Later::ThreeAfter => {
+                        held = Some(v);
+                        let w3 = grant_request("widen-3", both);
+                        vec![(To::Checker, w2(both)), (To::Checker, w3)]
+                    }
+                    Later::BatchAfter => {
+                        held = Some(v);
+                        let w3 = grant_request("widen-3", &["modelInfo"]);
+                        vec![(To::Checker, json!([w2(&["modelInfo"]), w3]))]
+                    }
+                    Later::Many => {
+                        held = Some(v);
+                        (2..=18)
+                            .map(|n| (To::Checker, grant_request(&format!("widen-{n}"), both)))
+                            .collect()
                     }
                 };
             }
@@ -641,8 +694,11 @@ async fn a_held_probe_answered_behind_a_later_widening_request_fails() {
 /// written at once and the result read after it went unjudged.)
 #[tokio::test]
 async fn a_held_probe_answered_behind_a_later_request_of_the_same_grant_fails() {
-    let (_, doc) = run("widen_second_same.json", later_requests(Later::Same)).await;
+    let log = Receipts::default();
+    let rule = later_logged(Later::Same, log.clone());
+    let (_, doc) = run("widen_second_same.json", rule).await;
     held_use_fails(&doc);
+    assert_eq!(*log.lock().unwrap(), one_by_one(1, 2), "{doc:#}");
 }
 
 /// r11 F1, pipelined: `widen-3` read during `widen-2`'s hold had its receipt written at
@@ -650,8 +706,41 @@ async fn a_held_probe_answered_behind_a_later_request_of_the_same_grant_fails() 
 /// behind them is early (§6.7) and fails. (Passed before.)
 #[tokio::test]
 async fn a_held_probe_answered_behind_three_pipelined_requests_fails() {
-    let (_, doc) = run("widen_three_early.json", later_requests(Later::Three)).await;
+    let log = Receipts::default();
+    let rule = later_logged(Later::Three, log.clone());
+    let (_, doc) = run("widen_three_early.json", rule).await;
     held_use_fails(&doc);
+    assert_eq!(*log.lock().unwrap(), one_by_one(1, 3), "{doc:#}");
+}
+
+/// r13 F4: the same three Requests from a conforming host, answering the held probe only
+/// once `widen-3`'s receipt came: every Request gets its receipt, in order, none while the
+/// probe awaits its answer (§6.7), so the probe times out and nothing fails. (Fails if a
+/// later receipt is written during the probe: the result is then judged early.)
+#[tokio::test]
+async fn a_held_probe_answered_after_three_pipelined_receipts_does_not_fail() {
+    let log = Receipts::default();
+    let rule = later_logged(Later::ThreeAfter, log.clone());
+    let (_, doc) = run("widen_three_after.json", rule).await;
+    assert_eq!(common::ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert!(
+        !detail(&doc, IDS[4]).contains("model/info got a result while"),
+        "{doc:#}"
+    );
+    assert_eq!(*log.lock().unwrap(), one_by_one(1, 3), "{doc:#}");
+}
+
+/// r13 F1: seventeen later Requests read during the held probe are all kept (past 16 the
+/// 17th's receipt was written at once, ahead of the others'), so a conforming host
+/// answering the probe only once the last receipt came gets every receipt in order after
+/// the probe ended, and nothing fails (§6.7).
+#[tokio::test]
+async fn a_held_probe_answered_after_seventeen_later_receipts_does_not_fail() {
+    let log = Receipts::default();
+    let rule = later_logged(Later::Many, log.clone());
+    let (_, doc) = run("widen_many_after.json", rule).await;
+    assert_eq!(common::ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(*log.lock().unwrap(), one_by_one(1, 18), "{doc:#}");
 }
 
 /// r11 F3: a batch `[widen-2, widen-3]` read during the held probe is answered, as one
@@ -659,8 +748,29 @@ async fn a_held_probe_answered_behind_three_pipelined_requests_fails() {
 /// early (§6.7) and fails. (Passed before: each entry counted as a receipt written.)
 #[tokio::test]
 async fn a_held_probe_answered_behind_a_batch_of_later_requests_fails() {
-    let (_, doc) = run("widen_batch_early.json", later_requests(Later::Batch)).await;
+    let log = Receipts::default();
+    let rule = later_logged(Later::Batch, log.clone());
+    let (_, doc) = run("widen_batch_early.json", rule).await;
     held_use_fails(&doc);
+    let both = vec!["widen-2".to_owned(), "widen-3".to_owned()];
+    assert_eq!(*log.lock().unwrap(), vec![vec!["widen-1".to_owned()], both]);
+}
+
+/// r13 F4: the same batch from a conforming host, answering the held probe only once the
+/// batch's array came: the array, both answers in it, is written after `widen-1`'s receipt
+/// and after the probe ended (§6.7; JSON-RPC 2.0 §6), so nothing fails.
+#[tokio::test]
+async fn a_held_probe_answered_after_a_batch_of_later_receipts_does_not_fail() {
+    let log = Receipts::default();
+    let rule = later_logged(Later::BatchAfter, log.clone());
+    let (_, doc) = run("widen_batch_after.json", rule).await;
+    assert_eq!(common::ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert!(
+        !detail(&doc, IDS[4]).contains("model/info got a result while"),
+        "{doc:#}"
+    );
+    let both = vec!["widen-2".to_owned(), "widen-3".to_owned()];
+    assert_eq!(*log.lock().unwrap(), vec![vec!["widen-1".to_owned()], both]);
 }
 
 /// r11 F2: `widen-1` grants `channels.incoming` and `modelInfo`, so two probes are held;
@@ -681,4 +791,167 @@ async fn a_second_held_probe_answered_after_a_later_receipt_does_not_fail() {
         "{d}"
     );
     assert!(!d.contains("model/info got a result while"), "{d}");
+}
+
+/// The library host's policy without the hook: its leaf comes only with `widen-1`
+/// ([`hook_while_held`]).
+const POLICY_NO_HOOK: [&str; 2] = ["pushEvents", "channels.*"];
+
+/// A proxy rule for a host granting no hook at first that, once the partially invalid
+/// manifest (the third fetch) is read, sends `widen-1` granting `modelInfo` and the hook
+/// leaf (with `batch`, as the first entry of a batch whose second, `widen-2`, also grants
+/// `channels.incoming`), keeps every answer to them from the library host, and sends a
+/// `context/beforeInference` (`hook-1`) before it could have read any of them: alone, on
+/// the held `model/info` probe; with `batch`, on the second `ping` after that probe (the
+/// first is `widen-1`'s hold, the second the hold ahead of `widen-2`'s receipt, `widen-1`'s
+/// answer then waiting in the array).
+fn hook_while_held(batch: bool) -> Rule {
+    let mut fetches = Vec::new();
+    let mut answered = 0;
+    let (mut sent, mut hooked, mut probed, mut pings) = (false, false, false, 0);
+    let granted = [
+        "pushEvents",
+        "channels.register",
+        "modelInfo",
+        "contextHooks.beforeInference.inject.beforeUser",
+    ];
+    let hook = json!({ "jsonrpc": "2.0", "id": "hook-1", "method": "context/beforeInference",
+        "params": { "inferenceId": "i1", "conversationId": "c1", "turnIndex": 0,
+                    "userMessage": null } });
+    Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        if to == To::Host && (answers_widen(&v).is_some() || v["id"] == "hook-1") {
+            return vec![];
+        }
+        if to == To::Host && sent && !hooked {
+            let due = if batch {
+                pings += usize::from(probed && v["method"] == "ping");
+                probed |= v["method"] == "model/info";
+                pings == 2
+            } else {
+                v["method"] == "model/info"
+            };
+            if due {
+                hooked = true;
+                return vec![(To::Checker, hook.clone()), (To::Host, v)];
+            }
+        }
+        let mut out = vec![(to, v.clone())];
+        if to == To::Host && v.get("method").is_none() && fetches.contains(&v["id"]) {
+            answered += 1;
+            if answered == 3 && !sent {
+                sent = true;
+                let request = |id: &str, extra: &[&str]| {
+                    let mut caps = granted.to_vec();
+                    caps.extend_from_slice(extra);
+                    json!({ "jsonrpc": "2.0", "id": id, "method": "featureSets/update",
+                            "params": { "effectiveCapabilities": caps } })
+                };
+                let w1 = request("widen-1", &[]);
+                let message = if batch {
+                    json!([w1, request("widen-2", &["channels.incoming"])])
+                } else {
+                    w1
+                };
+                out.push((To::Checker, message));
+            }
+        }
+        out
+    })
+}
+
+/// The hook `hook_while_held` sent is judged sent under a leaf not yet in force.
+fn early_hook_fails(doc: &Value) {
+    assert_eq!(status(doc, "host.hooks-after-ready"), "fail", "{doc:#}");
+    let d = detail(doc, "host.hooks-after-ready");
+    assert!(d.contains("a later policy Request granted"), "{d}");
+}
+
+/// §6.7 (an expansion takes effect only once its receipt is read): a hook under the leaf
+/// `widen-1` adds, sent while its held probe awaits its answer (before its receipt is
+/// written), fails `host.hooks-after-ready`. (Passed before: the Request's own additions
+/// were held only from its ping on, after its probes.)
+#[tokio::test]
+async fn a_hook_under_a_leaf_being_probed_fails_hooks_after_ready() {
+    let rule = hook_while_held(false);
+    let (_, doc) = run_with("hook_while_probed.json", &POLICY_NO_HOOK, rule).await;
+    early_hook_fails(&doc);
+}
+
+/// r13 F2: in a batch `[widen-1, widen-2]`, `widen-1`'s answer waits in the batch until
+/// `widen-2`'s is written with it (JSON-RPC 2.0 §6), so a hook under the leaf `widen-1`
+/// adds, sent during the hold ahead of that array, is sent before the host could have read
+/// either receipt (§6.7) and fails. (Passed before: `widen-1`'s grant counted as in force
+/// once its answer was handed to the batch.)
+#[tokio::test]
+async fn a_hook_under_a_leaf_of_a_batch_entry_not_yet_written_fails_hooks_after_ready() {
+    let rule = hook_while_held(true);
+    let (_, doc) = run_with("hook_while_batched.json", &POLICY_NO_HOOK, rule).await;
+    early_hook_fails(&doc);
+}
+
+/// A proxy rule for a host that, once the partially invalid manifest (the third fetch) is
+/// read, sends `widen-1` granting `modelInfo` and `channels.incoming`, then `widen-2` to
+/// `widen-9` at once, alternately taking `channels.incoming` away and granting it again
+/// (four expansions among them), and handles nothing the checker sends until every one of
+/// them has its receipt (§6.7 does not require it to answer meanwhile). The receipts are
+/// kept from the library host.
+fn deaf_behind_many() -> Rule {
+    let mut pending: Vec<Value> = Vec::new();
+    let mut kept: Vec<Value> = Vec::new();
+    let mut fetches = Vec::new();
+    let mut answered = 0;
+    Box::new(move |to, v| {
+        if to == To::Checker && v["method"] == "mcpl/manifest" {
+            fetches.push(v["id"].clone());
+        }
+        if to == To::Checker {
+            return vec![(to, v)];
+        }
+        if v.get("method").is_none() && pending.contains(&v["id"]) {
+            pending.retain(|p| *p != v["id"]);
+            return if pending.is_empty() {
+                kept.drain(..).map(|k| (To::Host, k)).collect()
+            } else {
+                vec![]
+            };
+        }
+        if !pending.is_empty() {
+            kept.push(v);
+            return vec![];
+        }
+        let mut out = vec![(To::Host, v.clone())];
+        if v.get("method").is_none() && fetches.contains(&v["id"]) {
+            answered += 1;
+            if answered == 3 {
+                for n in 1..=9 {
+                    let id = format!("widen-{n}");
+                    pending.push(json!(id));
+                    let extra: &[&str] = if n % 2 == 1 {
+                        &["modelInfo", "channels.incoming"]
+                    } else {
+                        &["modelInfo"]
+                    };
+                    out.push((To::Checker, grant_request(&id, extra)));
+                }
+            }
+        }
+        out
+    })
+}
+
+/// r13 F5: the expansions kept while a held probe ran share one hold before their receipts
+/// are written, so a host answering nothing until all its receipts came costs the run one
+/// more hold, not one per kept expansion: the later checks are still judged (no "budget
+/// ran out" skip) and nothing fails.
+#[tokio::test]
+async fn a_host_deaf_behind_many_kept_requests_still_gets_the_later_checks_judged() {
+    let (_, doc) = run("deaf_behind_many.json", deaf_behind_many()).await;
+    assert_eq!(common::ids_with(&doc, "fail"), set(&[]), "{doc:#}");
+    assert_eq!(phase_with(&doc, "skip"), set(&[]), "{doc:#}");
+    assert_eq!(status(&doc, IDS[2]), "pass", "{doc:#}");
+    assert_eq!(status(&doc, IDS[3]), "pass", "{doc:#}");
+    assert_eq!(status(&doc, IDS[4]), "pass", "{doc:#}");
 }

@@ -186,6 +186,8 @@ fn peer_config(step: Duration) -> PeerConfig {
         incoming_capacity: INCOMING_QUEUE,
         outgoing_capacity: 16,
         diagnostics_capacity: DIAGNOSTICS_KEPT,
+        // Bounds the later policy Requests kept unanswered (`session::Run::deferred`).
+        max_in_flight_requests: session::MAX_DEFERRED_RECEIPTS,
         ..PeerConfig::default()
     }
 }
@@ -344,6 +346,9 @@ fn run(args: &CheckHostArgs, bounds: Bounds, label: String) -> Report {
         run.spreads = spreads;
         let limit = bounds.session();
         if tokio::time::timeout(limit, run.exercise()).await.is_err() {
+            // The kept policy Requests are answered, without their holds, while the
+            // connection is still open (§6.7: every Request gets its receipt, in order).
+            let _ = tokio::time::timeout(step, run.answer_kept()).await;
             run.cut_off(limit);
         }
         // The answers already owed to the host are written before the process exits (over

@@ -176,6 +176,16 @@ pub(super) struct Run {
     /// meanwhile, oldest first, applied but not yet answered ([`Deferred`]), at most
     /// [`MAX_DEFERRED_RECEIPTS`]; `None` outside that window.
     pub(super) deferred: Option<std::collections::VecDeque<Deferred>>,
+    /// While the held probes of a widening Request run ([`Run::probe_held_receipt`]): the
+    /// grants before it (§6.7: what it adds is not in force until its receipt is read, so a
+    /// hook or delivery sent meanwhile is judged under them too, [`Run::expanding`]).
+    pub(super) opening: Option<(Grant, Grant)>,
+    /// The grants before each expanding policy Request answered as an entry of a batch
+    /// (JSON-RPC 2.0 §6) whose array is not written yet, with the batch's frame
+    /// ([`mcpl::peer::Incoming::frame`]): its answer waits in the batch until the batch's
+    /// last kept entry is answered ([`Run::deferred`]), so what it adds is not in force
+    /// until then (§6.7). At most one per kept Request, so bounded as [`Run::deferred`] is.
+    pub(super) batched: Vec<(u64, (Grant, Grant))>,
     /// The inference probe was sent (a skip of what it feeds names the cause only then).
     pub(super) inference_probed: bool,
     /// The connection has ended.
@@ -269,9 +279,13 @@ const MAX_HELD_RECEIPTS: u32 = 16;
 const MAX_NESTED_FETCH_HOLDS: u32 = 4;
 
 /// How many later policy Requests are kept unanswered while a widening Request's held probes
-/// run ([`Run::deferred`]): a host pipelining more within that wait (at most two holds, each
-/// up to [`Run::hold_each`]) has the rest answered at once, as outside it.
-const MAX_DEFERRED_RECEIPTS: usize = 16;
+/// run ([`Run::deferred`]): the connection's bound on the host's requests in flight (the
+/// library's default, 128, [`mcpl::peer::PeerConfig::max_in_flight_requests`], set to this
+/// by the checker's peer configuration). A kept Request counts in flight until answered, so
+/// the library answers one past it `-32000` (busy) before the checker reads it: every policy
+/// Request the checker reads while the probes run is kept, none is receipted early (r13 F1:
+/// a receipt written past a smaller cap let a held probe's answer be judged early).
+pub(super) const MAX_DEFERRED_RECEIPTS: usize = mcpl::peer::DEFAULT_MAX_IN_FLIGHT_REQUESTS;
 
 impl Run {
     /// A run over a connected peer.
@@ -318,6 +332,8 @@ impl Run {
                 .saturating_mul(MAX_HELD_RECEIPTS),
             fetch_holds_nested: 0,
             deferred: None,
+            opening: None,
+            batched: Vec::new(),
             answered_any: false,
             closed: false,
             died_of_junk: false,

@@ -65,7 +65,7 @@ impl Run {
     /// its view of the grant, `before` the grant it replaced; `tells` when it tells the last
     /// fetched narrowing): probes what it withdrew or added, as far as the checker has a
     /// probe for it ([`Run::held_probe_of`]), before the receipt is written. `true` when it
-    /// had one to send: the later policy Requests read from now until this one's receipt
+    /// sent one: the later policy Requests read from now until this one's receipt
     /// is written are then kept unanswered ([`Run::deferred`]), so no receipt granting what
     /// a probe asks for goes out while it awaits its answer (§6.7).
     pub(in crate::check_host) async fn probe_held_receipt(
@@ -94,10 +94,7 @@ impl Run {
                 }
             }
         }
-        let opened = !due.is_empty() && self.deferred.is_none();
-        if opened {
-            self.deferred = Some(std::collections::VecDeque::new());
-        }
+        let mut opened = false;
         self.changes.probing_held = true;
         for (order, cap) in due {
             let Some((method, params, what)) = self.held_probe_of(cap) else {
@@ -107,6 +104,11 @@ impl Run {
             let bound = self.hold_each.min(self.bound_within(deadline));
             if bound.is_zero() || self.closed {
                 break;
+            }
+            // The window opens with the first probe actually sent (r13 F6).
+            if self.deferred.is_none() {
+                self.deferred = Some(std::collections::VecDeque::new());
+                opened = true;
             }
             let start = Instant::now();
             let reply = self.call_held(method, params, bound).await;

@@ -59,8 +59,9 @@ impl Run {
     /// [`Run::handle`] under an outer wait, as a hold is ([`Run::hold_later_receipt`]):
     /// responses to other requests read meanwhile are kept, in order and with the run as it
     /// stood when they came, for the loop awaiting them ([`Run::stash`]); its own answer is
-    /// taken from the stash too, where a hold started within this wait (a second widening
-    /// Request read here) keeps it (finding F2). Callers run it only when no hold's loop is
+    /// taken from the stash too, where a hold started within this wait keeps it (the answer
+    /// to a `mcpl/manifest` read here, [`Run::hold_fetch_answer`]; a policy Request read
+    /// here starts none: it is kept unanswered, [`Run::deferred`]). Callers run it only when no hold's loop is
     /// running ([`Run::holds`] empty), since that loop reads its ping's answer itself rather
     /// than from the stash.
     pub(in crate::check_host) async fn call_held(
@@ -79,8 +80,8 @@ impl Run {
         };
         let until = Instant::now() + bound;
         loop {
-            // A hold started within this wait (a widening Request read here, F2) may have
-            // read the answer first and kept it for its loop: it is still this probe's.
+            // A hold started within this wait (a fetch answer held) may have read the
+            // answer first and kept it for its loop: it is still this probe's.
             if let Some(outcome) = self.take_stashed(&id) {
                 let reply = self.ordered_reply(&id, outcome.map_err(PeerError::Remote));
                 self.note_refusal_data(method, needs, &reply);

@@ -25,9 +25,13 @@ pub(in crate::check_host) struct Deferred {
     receipt: bool,
     /// The grants before it ([`Run::hold_later_receipt`]'s `before`).
     before: (Grant, Grant),
-    /// It expands the grant and was accepted: held behind a ping round trip when answered,
-    /// and what it adds is not in force until then ([`Run::expanding`]).
+    /// It expands the grant and was accepted: answered behind a ping round trip (one for
+    /// all kept, [`Run::answer_deferred`]), and what it adds is not in force until then
+    /// ([`Run::expanding`]).
     expands: bool,
+    /// The frame of the batch it came in ([`mcpl::peer::Incoming::frame`]); `None` when it
+    /// came alone. Its answer is written only with the batch's array ([`Run::batched`]).
+    batch: Option<u64>,
 }
 
 impl Run {
@@ -136,6 +140,8 @@ impl Run {
                 return;
             }
         };
+        // The batch it came in, if any: its answer is written with the batch's array.
+        let batch = self.incoming.entry().map(|_| self.incoming.frame());
         let mut receipt = false;
         let mut fetched = None;
         // A later policy Request read while a held receipt's probes run: kept, answered
@@ -224,21 +230,32 @@ impl Run {
                 if tells {
                     self.narrowing_told();
                 }
-                let deferring = self
-                    .deferred
-                    .as_ref()
-                    .is_some_and(|d| d.len() < MAX_DEFERRED_RECEIPTS);
-                if deferring {
+                // Every one read while the window is open is kept: the library's bound on
+                // requests in flight bounds them ([`MAX_DEFERRED_RECEIPTS`], r13 F1).
+                if self.deferred.is_some() {
                     defer = Some((before, receipt && expands));
                 } else {
                     // §6.7's order, probed before the receipt is written (the manifest-change
                     // phase's, `manifest_change::held`): a narrowing told is in force
-                    // already, a widening not yet.
+                    // already, a widening not yet, so what it adds is not in force while
+                    // the probes run either ([`Run::opening`]).
                     if receipt {
+                        let outer = self.opening;
+                        if expands {
+                            self.opening = Some(before);
+                            self.held_grants();
+                        }
                         opened = self.probe_held_receipt(before.0, tells).await;
+                        self.opening = outer;
+                        self.held_grants();
                     }
                     if receipt && expands {
                         self.hold_later_receipt(before).await;
+                    }
+                    // A batch entry: its answer waits for the array, written once the
+                    // batch's kept entries are answered (r13 F2).
+                    if opened && receipt && expands {
+                        self.keep_batched(batch, before);
                     }
                 }
                 answer.response
@@ -256,6 +273,7 @@ impl Run {
                 receipt,
                 before,
                 expands,
+                batch,
             });
             // What it adds is not in force until its receipt is read (§6.7).
             self.held_grants();
@@ -298,18 +316,81 @@ impl Run {
 
     /// Answers the later policy Requests kept while a widening Request's held probes ran
     /// ([`Run::deferred`]), in the order they were read, once that Request's receipt is
-    /// written: each expansion held behind a ping round trip first, as it would have been
-    /// ([`Run::hold_later_receipt`]). One read while these are answered is kept behind
-    /// them, so the receipts go out in the order their Requests came.
+    /// written. The expansions among them share one hold, a ping round trip before the
+    /// first receipt is written ([`Run::hold_later_receipt`], under the grants before each),
+    /// so a host answering nothing until its receipts arrive costs the run one hold, not
+    /// one per kept Request (r13 F5). A Request read during that hold is kept behind them
+    /// and answered in the next round, so the receipts go out in the order their Requests
+    /// came; each round's hold counts against [`Run::hold_left`].
     async fn answer_deferred(&mut self) {
-        while let Some(d) = self.deferred.as_mut().and_then(|kept| kept.pop_front()) {
-            self.held_grants();
-            if d.expands {
-                self.hold_later_receipt(d.before).await;
+        while let Some(kept) = self.deferred.as_ref().filter(|k| !k.is_empty()) {
+            let round = kept.len();
+            let before = kept
+                .iter()
+                .filter(|d| d.expands)
+                .map(|d| d.before)
+                .reduce(|a, b| {
+                    (
+                        a.0.intersect(b.0.capabilities()),
+                        a.1.intersect(b.1.capabilities()),
+                    )
+                });
+            if let Some(before) = before {
+                // The kept ones stay kept meanwhile: what they add is not in force.
+                self.hold_later_receipt(before).await;
             }
+            for _ in 0..round {
+                let Some(d) = self.deferred.as_mut().and_then(|kept| kept.pop_front()) else {
+                    break;
+                };
+                let _ = self.answer(d.req, d.answer, d.receipt, None).await;
+                if d.expands {
+                    self.keep_batched(d.batch, d.before);
+                }
+                self.batch_written();
+            }
+        }
+        self.deferred = None;
+        self.batched.clear();
+        self.held_grants();
+    }
+
+    /// Answers the kept policy Requests ([`Run::deferred`]) at once, without their holds,
+    /// in the order they were read: the run reached its time bound, and every Request gets
+    /// its answer before the connection closes (§6.7; r13 F3).
+    pub(in crate::check_host) async fn answer_kept(&mut self) {
+        while let Some(d) = self.deferred.as_mut().and_then(|kept| kept.pop_front()) {
             let _ = self.answer(d.req, d.answer, d.receipt, None).await;
         }
         self.deferred = None;
+        self.batched.clear();
+        self.held_grants();
+    }
+
+    /// Notes the grants `before` an expanding Request just answered as an entry of the
+    /// batch of frame `batch` ([`Run::batched`]) while other entries of it are still kept:
+    /// its answer is not written until they are answered (r13 F2).
+    fn keep_batched(&mut self, batch: Option<u64>, before: (Grant, Grant)) {
+        let Some(frame) = batch else {
+            return;
+        };
+        let kept = self.deferred.iter().flatten();
+        if kept.clone().any(|d| d.batch == Some(frame)) {
+            self.batched.push((frame, before));
+        }
+        self.held_grants();
+    }
+
+    /// Drops from [`Run::batched`] the batches none of whose entries is kept any more: their
+    /// arrays are written.
+    fn batch_written(&mut self) {
+        let kept: Vec<u64> = self
+            .deferred
+            .iter()
+            .flatten()
+            .filter_map(|d| d.batch)
+            .collect();
+        self.batched.retain(|(f, _)| kept.contains(f));
         self.held_grants();
     }
 
@@ -327,7 +408,8 @@ impl Run {
     /// the answer to a later ping ends the holds before it too (the host read their
     /// receipts first). Each is held up to [`Run::hold_each`], bounded in all by
     /// [`Run::hold_left`] (one read while a held receipt's probes or their Request's hold
-    /// run is kept unanswered instead, then held and answered in turn, [`Run::deferred`]).
+    /// run is kept unanswered instead, and answered with the others kept behind one shared
+    /// hold, [`Run::deferred`]).
     /// The answer to a `mcpl/manifest` that changes the advertisement is held so too
     /// ([`Run::hold_fetch_answer`]).
     pub(super) async fn hold_later_receipt(&mut self, before: (Grant, Grant)) {
@@ -464,14 +546,17 @@ impl Run {
         Ok(json!({ "channels": self.held_channels }))
     }
 
-    /// [`Run::expanding`] as [`Run::holds`] and [`Run::deferred`] leave it: the grants
-    /// before every expansion still held or kept unanswered, each narrowed to what all of
+    /// [`Run::expanding`] as [`Run::holds`], [`Run::deferred`], [`Run::batched`] and
+    /// [`Run::opening`] leave it: the grants before every expansion still held, kept
+    /// unanswered, answered in a batch not yet written or being probed, each narrowed to what all of
     /// them allow (a message must be allowed under each, as the host may have read none of
     /// their receipts); `None` when none is.
     fn held_grants(&mut self) {
         let kept = self.deferred.iter().flatten();
         let unwritten = kept.filter(|d| d.expands).map(|d| d.before);
         let held = self.holds.iter().map(|(_, b, _)| *b);
+        let batched = self.batched.iter().map(|(_, b)| *b);
+        let unwritten = unwritten.chain(batched).chain(self.opening);
         self.expanding = held.chain(unwritten).reduce(|a, b| {
             (
                 a.0.intersect(b.0.capabilities()),
