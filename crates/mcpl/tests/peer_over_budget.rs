@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 #[path = "support/raw.rs"]
 mod raw;
-use raw::{answer_all, raw_peer, Raw};
+use raw::{answer_all, raw_peer, raw_peer_with, Raw};
 
 /// A deadlock guard, never a synchronisation: the paused clock reaches it only once every
 /// task waits, which is how a missing answer shows.
@@ -215,9 +215,8 @@ async fn a_line_of_several_refused_by_the_budget_says_so() {
             && message.contains("more than one message"),
         "{message}"
     );
-    // Every request of the line is answered, 15 under the id read before the cut (then
-    // the line's messages past the cut, unseen, under a null id), none of them told it
-    // alone ran the budget out.
+    // Every request of the line is answered, 15 under its id (the line read to its end:
+    // what followed the cut was unseen), none of them told it alone ran the budget out.
     assert!(got.iter().any(|v| v["id"] == 15), "{got:?}");
     for v in &got {
         let m = v["error"]["message"].as_str().unwrap_or_default();
@@ -229,4 +228,143 @@ async fn a_line_of_several_refused_by_the_budget_says_so() {
     assert_eq!(got.len(), 1, "{got:?}");
     let m = got[0]["error"]["message"].as_str().unwrap_or_default();
     assert!(m.contains("the request was refused after"), "{m}");
+}
+
+/// A line of several messages the budget refused after its first showed its id: the
+/// messages after the cut were unseen, so the frame waits for the line's end, its rest read
+/// by the envelope (bounded), and every request on it is answered `-32000` under its own id
+/// (JSON-RPC 2.0 §5), whether its id came before or after the cut. Before (r14 F1), 15 was
+/// answered only by a null-id `-32600` "more messages on one line than could be kept", and
+/// that mark failed every request of ours outstanding: here ours stays pending and takes
+/// its answer.
+#[tokio::test(start_paused = true)]
+async fn a_line_of_several_cut_past_its_first_message_is_answered_message_by_message() {
+    let (peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let call = {
+        let peer = peer.clone();
+        tokio::spawn(async move { peer.request_raw("ours", None).await })
+    };
+    let ours = raw.recv().await;
+    let pad = format!("{}{}", pad(), "y".repeat(100_000));
+    let ping = |id: u32| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+    for (line, ids) in [
+        (
+            format!(
+                r#"{} {{"jsonrpc":"2.0","method":"m","params":{{"pad":"{pad}"}},"id":15}}"#,
+                ping(14)
+            ),
+            vec![14, 15],
+        ),
+        (
+            format!(
+                r#"{} {{"jsonrpc":"2.0","id":17,"method":"m","params":{{"pad":"{pad}"}}}} {}"#,
+                ping(16),
+                ping(18)
+            ),
+            vec![16, 17, 18],
+        ),
+    ] {
+        let got = exchange(&mut raw, &line).await;
+        let answered: Vec<Value> = got.iter().map(|v| v["id"].clone()).collect();
+        let want: Vec<Value> = ids.iter().map(|id| json!(id)).collect();
+        assert_eq!(answered, want, "{got:?}");
+        for v in &got {
+            assert_eq!(v["error"]["code"], codes::BUSY, "{v}");
+            assert_eq!(v["error"]["data"]["reason"], "message_budget", "{v}");
+        }
+        assert_eq!(
+            peer.pending_requests(),
+            1,
+            "our request was failed: {got:?}"
+        );
+    }
+    raw.send_json(json!({"jsonrpc":"2.0","id":ours["id"],"result":"fine"}))
+        .await;
+    let outcome = tokio::time::timeout(GUARD, call)
+        .await
+        .expect("deadlock guard")
+        .unwrap();
+    assert_eq!(outcome.unwrap(), json!("fine"));
+}
+
+/// A response of ours over the budget whose `id` comes after the cut: what was read shows
+/// an outcome and no id, so the frame waits for the line's end and the id read there fails
+/// its request at once, as one whose id came first does. Before (r14 F2), it counted as a
+/// response without id, and our request waited for its deadline.
+#[tokio::test(start_paused = true)]
+async fn an_answer_over_the_budget_whose_id_comes_last_fails_its_request_at_once() {
+    let (peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let call = {
+        let peer = peer.clone();
+        tokio::spawn(async move { peer.request_raw("big", None).await })
+    };
+    let request = raw.recv().await;
+    let pad = format!("{}{}", pad(), "y".repeat(100_000));
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","result":{{"pad":"{pad}"}},"id":{}}}"#,
+        request["id"]
+    );
+    let written = exchange(&mut raw, &line).await;
+    assert!(written.is_empty(), "the response was answered: {written:?}");
+    let outcome = tokio::time::timeout(GUARD, call)
+        .await
+        .expect("the request still waits for the answer that came (deadlock guard)")
+        .unwrap();
+    assert!(
+        matches!(outcome, Err(PeerError::InvalidResponse(ref why)) if why.contains("message_budget")),
+        "{outcome:?}"
+    );
+    assert_eq!(peer.pending_requests(), 0);
+}
+
+/// A request whose `id` the cut splits (`"id":12` | cut | `345}`): the id is in doubt, so
+/// the frame waits for the line's end and the request is answered under 12345. Before
+/// (r14 F3), under null. The pipe carries 8 KiB at a time, so the budget's cut falls at the
+/// end of the third read (24,576 bytes, the diagnostic says so), right inside the id.
+#[tokio::test(start_paused = true)]
+async fn a_request_whose_id_the_cut_splits_is_answered_under_its_whole_id() {
+    let (peer, incoming, mut raw) = raw_peer_with(config(), 8192);
+    answer_all(incoming);
+    let mut diags = peer.diagnostics();
+    let cut = 3 * 8192;
+    let head = r#"{"jsonrpc":"2.0","method":"m","params":{"pad":""#;
+    let tail = r#""},"id":12"#;
+    let pad = "x".repeat(cut - head.len() - tail.len());
+    let line = format!("{head}{pad}{tail}345}}");
+    assert_eq!(line.find("345}"), Some(cut));
+    let got = exchange(&mut raw, &line).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["id"], 12345, "{}", got[0]);
+    assert_eq!(got[0]["error"]["code"], codes::BUSY, "{}", got[0]);
+    match diags.recv().await {
+        Some(Diagnostic::OverBudget { bytes, .. }) => assert_eq!(bytes, cut, "the cut moved"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A request after more JSON whitespace than the budget covers (valid JSON, RFC 8259 §2):
+/// what was read shows nothing yet, so the frame waits for the line's end and the request
+/// is answered under its id. Before (r14 F4), it was never answered. A notification so
+/// led is still never answered (§4.1).
+#[tokio::test(start_paused = true)]
+async fn a_request_after_whitespace_past_the_budget_is_answered_under_its_id() {
+    let (_peer, incoming, mut raw) = raw_peer(config());
+    answer_all(incoming);
+    let lead = " \t".repeat(UNBUDGETED_BYTES + BUDGET + 50_000);
+    let got = exchange(
+        &mut raw,
+        &format!(r#"{lead}{{"jsonrpc":"2.0","id":1,"method":"ping"}}"#),
+    )
+    .await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["id"], 1, "{}", got[0]);
+    assert_eq!(got[0]["error"]["code"], codes::BUSY, "{}", got[0]);
+    let got = exchange(
+        &mut raw,
+        &format!(r#"{lead}{{"jsonrpc":"2.0","method":"n"}}"#),
+    )
+    .await;
+    assert!(got.is_empty(), "a notification was answered: {got:?}");
 }

@@ -211,6 +211,13 @@ impl Envelope {
         !matches!(self.at, At::NotObject)
     }
 
+    /// Whether nothing but what precedes a message ([`Lead`]: whitespace, NUL bytes, byte
+    /// order marks) was fed so far: nothing of the message is known yet, not even whether
+    /// it is an object ([`Envelope::summary`] is `None`).
+    pub(crate) fn before_message(&self) -> bool {
+        matches!(self.at, At::Start) && !self.not_text
+    }
+
     /// Reads the next bytes of the message.
     pub fn feed(&mut self, bytes: &[u8]) {
         if matches!(self.at, At::NotObject) {

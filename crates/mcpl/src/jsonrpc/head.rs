@@ -391,6 +391,31 @@ pub fn discarded_refusal(kept: &[u8]) -> Refusal {
     refusal_of(kept, false)
 }
 
+/// Whether what a transport kept of an object it refused part read (`kept`, its envelope
+/// summary, the message cut) leaves the message it is in doubt where the rest of its line
+/// would tell, by the one rule ([`discarded_refusal`]): reported only (no `id` read: a
+/// notification, or a request whose id comes later; or neither a `method` nor an outcome),
+/// or request- or response-shaped with its `id` absent or cut by the refusal (a request
+/// answered under `null`, a response of the reader's own failing nothing, JSON-RPC 2.0
+/// §5). A line reader then reads the rest of the line into the envelope (bounded) and
+/// refuses it at the line's end (`transport::LineReader`). A batch, bytes that are no
+/// UTF-8, an id read whole (or named twice) tell already.
+// The line reader's (runtime) only.
+#[cfg_attr(not(feature = "runtime"), allow(dead_code))]
+pub(crate) fn discarded_in_doubt(kept: &[u8]) -> bool {
+    let head = Head::read(kept);
+    if head.batch || head.not_text || head.ids > 1 {
+        return false;
+    }
+    match head.then(false, false) {
+        Then::Report => true,
+        Then::Answer(None) | Then::Fail { .. } => {
+            matches!(head.id, IdSeen::Absent | IdSeen::Cut)
+        }
+        Then::Answer(Some(_)) | Then::AnswerUnlessOurs(_) => false,
+    }
+}
+
 /// Whether `kept`, what a side holds of a message it refused unread, is of a JSON-RPC batch
 /// (an array): the one reading by which the peer's refusal says "the batch" where it would
 /// say "the request" (e.g. [`super::ErrorObject::over_message_budget`]'s `batch`).
@@ -522,6 +547,31 @@ mod tests {
 
     fn read(text: &str) -> Head {
         Head::read(text.as_bytes())
+    }
+
+    /// What a line reader holds to the line's end (r14 F2, F3): a cut object whose id is
+    /// absent or cut, request- or response-shaped, or reported only; not one whose id was
+    /// read whole, named twice, a batch, nor bytes that are no UTF-8.
+    #[test]
+    fn a_cut_object_is_in_doubt_until_its_id_is_read_whole() {
+        for kept in [
+            r#"{"jsonrpc":"2.0","method":"m","params":{"p":"x"#,
+            r#"{"jsonrpc":"2.0","result":{"p":"x"#,
+            r#"{"jsonrpc":"2.0","method":"m","id":12"#,
+            r#"{"jsonrpc":"2.0","result":1,"id":12"#,
+            r#"{"jsonrpc":"2.0","params":{"p":"x"#,
+        ] {
+            assert!(discarded_in_doubt(kept.as_bytes()), "{kept}");
+        }
+        for kept in [
+            r#"{"jsonrpc":"2.0","id":12,"method":"m","params":{"p":"x"#,
+            r#"{"jsonrpc":"2.0","id":12,"result":{"p":"x"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"m","params":{"#,
+            r#"[{"jsonrpc":"2.0","method":"m""#,
+        ] {
+            assert!(!discarded_in_doubt(kept.as_bytes()), "{kept}");
+        }
+        assert!(!discarded_in_doubt(&[0xff]));
     }
 
     /// A cut head keeps what it read before the cut: an id, a method, an outcome (its value

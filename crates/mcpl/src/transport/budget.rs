@@ -10,11 +10,13 @@
 //!
 //! - **Line transports** (stdio, TCP, child process, in-memory): the reader yields
 //!   [`Frame::OverBudget`](super::Frame::OverBudget) at once and discards the rest of the
-//!   line without buffering it; the connection survives. When what was read shows no `id`
-//!   (a notification, or a request whose `id` comes later: reported only were it yielded
-//!   then), the rest of the line is read into its envelope as it streams past (bounded, as
-//!   for an oversized line) and the frame yielded at the line's end, so such a request is
-//!   answered under its id (JSON-RPC 2.0 §5). The peer handles it by the rule of
+//!   line without buffering it; the connection survives. When what was read leaves a
+//!   message of the line in doubt (no `id` read: a notification, or a request or response
+//!   whose `id` comes later; an `id` the cut split; nothing but whitespace yet; on a line of
+//!   several, messages past the cut unseen), the rest of the line is read into its envelope
+//!   as it streams past (bounded, as for an oversized line) and the frame yielded at the
+//!   line's end, so each request is answered under its id and each response of ours ends
+//!   its request (JSON-RPC 2.0 §5), none failed as not kept. The peer handles it by the rule of
 //!   every refused message, from what was read of it (the envelope scanner's reading: its
 //!   envelope, wherever its id is, or its first [`super::DISCARDED_HEAD_BYTES`] when it is
 //!   no object): a request is answered with one `-32000` error under the id it shows

@@ -67,15 +67,24 @@ impl Sighted {
         self.several.feed(bytes);
     }
 
-    /// Whether what was read so far of a single object refused part read leaves it reported
-    /// only, by the peer's one rule (`jsonrpc::head::discarded_refusal`): no `id` member
-    /// read (a notification, or a request whose id comes later), or neither a `method` nor
-    /// an outcome. A batch, junk, or an object whose id was read tell more already.
-    pub(crate) fn tells_only_a_report(&self) -> bool {
-        self.envelope.summary(false).is_some_and(|summary| {
-            crate::jsonrpc::head::discarded_refusal(&summary)
-                == crate::jsonrpc::head::Refusal::Report
-        })
+    /// Whether what was read so far of a message refused part read leaves some message of
+    /// its line in doubt where the rest of the line would tell (r14 F1-F4), so a line reader
+    /// holds the refusal to the line's end, reading the rest into this (bounded):
+    /// nothing but what precedes a message was read ([`Envelope::before_message`]); the
+    /// object's `id` is absent or cut, or it tells only a report, by the peer's one rule
+    /// (`jsonrpc::head::discarded_in_doubt`: a request would be answered under `null` or
+    /// not at all, a response of ours fail nothing); or, on a line of several, the read
+    /// went past its first object and the rest is unseen
+    /// ([`batch::BatchSighted::tail_unseen`]: its requests would be answered under `null`
+    /// and every request of ours failed as not kept). A batch, junk, or a single object
+    /// whose id was read whole tell enough already and are refused at once.
+    pub(crate) fn in_doubt(&self) -> bool {
+        self.envelope.before_message()
+            || self.several.tail_unseen()
+            || self
+                .envelope
+                .summary(false)
+                .is_some_and(|summary| crate::jsonrpc::head::discarded_in_doubt(&summary))
     }
 
     /// What the peer reads of the message: its envelope's summary ([`Envelope::summary`],

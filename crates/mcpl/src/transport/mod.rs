@@ -59,9 +59,11 @@ pub enum Frame {
     /// A partial message refused because the shared [`MessageBudget`] could not cover its
     /// growth: its buffer was freed and the rest of it is discarded without being buffered
     /// (over WebSocket, the connection then ends). Yielded at once, not at its end; but a
-    /// line whose part read shows no `id` (it may be a notification, reported only) is
+    /// line whose part read leaves a message of it in doubt (no `id` read, or one cut;
+    /// nothing but whitespace; on a line of several, messages past the cut unseen) is
     /// yielded at its end, its envelope read from every byte as it streamed past (bounded),
-    /// so a request whose `id` comes late is still answered under it (JSON-RPC 2.0 §5).
+    /// so each request is still answered under its id and each response of ours ends its
+    /// request (JSON-RPC 2.0 §5).
     OverBudget {
         /// Bytes of it read when it was refused.
         bytes: usize,
@@ -289,10 +291,11 @@ pub struct LineReader<R> {
     discarding: Option<usize>,
     /// Discarding the rest of a line refused by the budget (already reported).
     refused: bool,
-    /// A line the budget refused whose part read told no refusal but a report
-    /// ([`envelope::Sighted::tells_only_a_report`]: no `id` read, so it may be a
-    /// notification): its frame, yielded at the line's end, its rest read into its envelope
-    /// (bounded) as it streams past, so an `id` (or `method`) past the cut still names it.
+    /// A line the budget refused whose part read leaves a message of it in doubt
+    /// ([`envelope::Sighted::in_doubt`]: no `id` read or one cut, nothing but whitespace,
+    /// or messages of a line of several past the cut unseen): its frame, yielded at the
+    /// line's end, its rest read into its envelope (bounded) as it streams past, so an `id`
+    /// (or `method`, or message) past the cut still names it.
     deferred: Option<Frame>,
     limit: usize,
     /// What `line`'s capacity takes from the shared budget.
@@ -670,17 +673,14 @@ impl<R: AsyncRead + Unpin + Send> LineReader<R> {
         self.hold.clear();
         let frame = match then {
             Some(Then::Oversized { ended: true }) => self.end_of_line(),
-            // Its part read shows no id (it may be a notification, reported only): the rest
-            // of the line is read into the envelope as it streams past, and the frame
-            // yielded at its end, so an id past the cut is answered under (JSON-RPC 2.0 §5).
+            // Its part read leaves a message of the line in doubt (no id, or one cut; only
+            // whitespace; messages past the cut unseen): the rest of the line is read into
+            // the envelope as it streams past, and the frame yielded at its end, so each
+            // is answered under its id (JSON-RPC 2.0 §5).
             Some(Then::OverBudget {
                 frame,
                 ended: false,
-            }) if self
-                .envelope
-                .as_ref()
-                .is_some_and(|s| s.tells_only_a_report()) =>
-            {
+            }) if self.envelope.as_ref().is_some_and(|s| s.in_doubt()) => {
                 self.refused = false;
                 self.deferred = Some(frame);
                 None

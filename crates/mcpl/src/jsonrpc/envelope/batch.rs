@@ -368,6 +368,17 @@ impl BatchSighted {
         self.kept.extend_from_slice(&summary);
     }
 
+    /// Several mode, the line cut here (refused part read): whether the read went past the
+    /// line's first object and had not ended, so the object it is in (or what may follow)
+    /// is unseen past the cut. A line reader then reads the line to its end
+    /// (`transport::envelope::Sighted::in_doubt`), so each of its messages is told by what
+    /// it is rather than as not kept; [`BatchSighted::several_pieces`] marks it not kept when
+    /// the line was cut for good.
+    pub(crate) fn tail_unseen(&self) -> bool {
+        let past_first = self.objects > 1 || matches!(self.step, Step::After);
+        self.several && past_first && !matches!(self.step, Step::Done)
+    }
+
     /// Several mode: the summaries of the objects after the first (with the one being read
     /// when the bytes ended, cut), each as [`super::Envelope::summary`] writes it, and
     /// whether some found no room ([`MAX_BATCH_SUMMARY_BYTES`]) or, when the line did not
@@ -379,8 +390,7 @@ impl BatchSighted {
         // Cut before its end (a line refused by the budget part read) while reading past
         // the first object: what follows the cut is unseen, so told as not kept (every
         // request of ours then fails rather than waiting for an answer it may hold).
-        let past_first = self.objects > 1 || matches!(self.step, Step::After);
-        let unseen = !ended && self.several && past_first && !matches!(self.step, Step::Done);
+        let unseen = !ended && self.tail_unseen();
         // The object the cut fell in is kept as far as it was read first (a request whose
         // id was read before the cut is answered under it, JSON-RPC 2.0 §5), then marked.
         self.end_object(false);
