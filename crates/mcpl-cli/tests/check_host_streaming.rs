@@ -462,6 +462,57 @@ async fn a_chunk_for_a_request_the_host_refused_fails() {
     assert_ne!(check(&doc, UNASKED)["status"], "warn", "{doc:#}");
 }
 
+/// The same, whatever form the answer takes (r14 F5): the host refuses the unstreamed
+/// request under its id written as a whole float (`"id": 3.0`, the same value, JSON-RPC 2.0
+/// §5, read by the library's one rule as the checker's request), or on one line with the
+/// stale chunk after it (a line of several messages: the chunk after the refusal in wire
+/// order, within the frame). Either chunk streams for a request already over: a fail, not
+/// a warning. Before, the first recorded no answer (the id read before its rewrite, as an
+/// integer only) and the second was not ordered within its frame: both only warned.
+#[tokio::test]
+async fn a_chunk_for_a_request_refused_in_another_form_fails() {
+    for (name, same_line) in [
+        ("after-float-refusal.json", false),
+        ("after-refusal-same-line.json", true),
+    ] {
+        let refused = std::sync::Mutex::new(None::<Value>);
+        let doc = raw_host(name, &STREAMING, |m| {
+            if m["method"] != "inference/request" {
+                return None;
+            }
+            let id = &m["id"];
+            if m["params"]["stream"] != true {
+                *refused.lock().unwrap() = Some(id.clone());
+                let refusal =
+                    r#"{"jsonrpc":"2.0","error":{"code":-32001,"message":"denied"},"id":"#;
+                return Some(if same_line {
+                    let stale = chunk(id, json!(0), json!("stale"));
+                    format!("{refusal}{id}}} {stale}")
+                } else {
+                    format!("{refusal}{id}.0}}\n")
+                });
+            }
+            let old = refused
+                .lock()
+                .unwrap()
+                .clone()
+                .expect("an unstreamed one came first");
+            let stale = if same_line {
+                String::new()
+            } else {
+                chunk(&old, json!(0), json!("stale"))
+            };
+            Some([stale, chunk(id, json!(0), json!("OK")), result(id, "OK")].concat())
+        })
+        .await;
+        let c = check(&doc, WELL_FORMED);
+        assert_eq!(c["status"], "fail", "{name}: {doc:#}");
+        let d = c["detail"].as_str().unwrap();
+        assert!(d.contains("already answered"), "{name}: {d}");
+        assert_ne!(check(&doc, UNASKED)["status"], "warn", "{name}: {doc:#}");
+    }
+}
+
 /// Without the streaming leaf the probe stays unstreamed (under `check.infer`); a chunk for
 /// it warns `host.chunks-only-when-streamed` as before, and `host.chunks-well-formed` has
 /// no stream to judge.

@@ -45,7 +45,9 @@
 //!   and a server can attribute it to nothing. Not a MUST in §11.4's words; read fail
 //!   closed, as the probe's late chunk is. Wire order is the frames' numbers: the
 //!   checker's reader notes the frame each of its requests was answered in
-//!   (`watched::IntegralIds::answered_before`), every request's, however it was awaited.
+//!   (`watched::IntegralIds::answered_before`), every request's, however it was awaited,
+//!   its id read by the library's one rule (`3.0` names 3), and on a line of several
+//!   messages the places of the answer and the chunks on it.
 //!   Bounded as the ids sent are (`IntegralIds::SENT_KEPT` answers remembered); a chunk for
 //!   one past them is judged as for a request still waiting (a warning).
 //! - **no chunk** before a result whose content is non-empty text warns: §11.4 says the host

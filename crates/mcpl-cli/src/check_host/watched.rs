@@ -239,7 +239,23 @@ struct IntegralSeen {
     /// The checker's requests answered, each with the number of the frame its first
     /// response came in, at most [`IntegralIds::SENT_KEPT`] ([`IntegralIds::answered_before`]).
     answered: std::collections::HashMap<i64, u64>,
+    /// The last [`LINES_KEPT`] frames read that were lines of several messages answering a
+    /// request of the checker's (the reader reads ahead of the run judging them), each
+    /// with, for each `inference/chunk` on it naming a request answered on it, in order,
+    /// whether it came after that answer ([`IntegralIds::answered_before`] takes them in
+    /// turn; at most [`MAX_SEVERAL`] a line).
+    late_on_line: VecDeque<(u64, VecDeque<bool>)>,
 }
+
+/// How many lines of several messages answering the checker's requests are remembered for
+/// the order of their chunks ([`IntegralSeen::late_on_line`]); an older one's chunks are
+/// judged as for a request still waiting (a warning).
+const LINES_KEPT: usize = 64;
+
+/// The most messages of one line of several read for their answers and chunks
+/// ([`IntegralIds::frame_read`]); the peer's own bound on such a line is its
+/// `max_batch_entries` (the rest it refuses unread, so none is delivered as a chunk).
+const MAX_SEVERAL: usize = 1024;
 
 /// The checker's request ids, as runs of consecutive integers, oldest first: the peer numbers
 /// its requests 1, 2, 3 … (`mcpl::peer`), so every id a run sends is one run, remembered
@@ -289,30 +305,45 @@ impl IntegralIds {
 
     /// Whether `id` is one of the checker's request ids remembered ([`SentIds`]).
     pub(super) fn was_sent(&self, id: &mcpl::jsonrpc::RequestId) -> bool {
-        let Some(id) = id.to_value().as_i64() else {
+        let Some(id) = integer_named(&id.to_value()) else {
             return false;
         };
         self.0.lock().is_ok_and(|seen| seen.sent.contains(&id))
     }
 
-    /// Whether the host answered the checker's request `id` in a frame before frame number
-    /// `frame` (the peer's, `Incoming::frame`): wire order, whoever awaited that request
-    /// (a call awaited through the peer's pending map is answered out of the ordered queue,
-    /// so only the frames tell). A chunk naming it from such a frame streams for a request
-    /// already over (§11.4). False for an answer not remembered (past `SENT_KEPT` of them).
+    /// Whether the host answered the checker's request `id` before the chunk that names it,
+    /// the peer's frame number `frame` (`Incoming::frame`): in an earlier frame, or earlier
+    /// on the same line of several messages (the line's chunks naming a request answered on
+    /// it, in order, [`IntegralSeen::late_on_line`]: this chunk the next of them). Wire
+    /// order, whoever awaited that request (a call awaited through the peer's pending map is
+    /// answered out of the ordered queue, so only the frames tell). A chunk naming it from
+    /// there streams for a request already over (§11.4). False for an answer not remembered
+    /// (past `SENT_KEPT` of them). Called once per chunk, in wire order.
     pub(super) fn answered_before(&self, id: &mcpl::jsonrpc::RequestId, frame: u64) -> bool {
-        let Some(id) = id.to_value().as_i64() else {
+        let Some(id) = integer_named(&id.to_value()) else {
             return false;
         };
-        self.0
-            .lock()
-            .is_ok_and(|seen| seen.answered.get(&id).is_some_and(|at| *at < frame))
+        let Ok(mut seen) = self.0.lock() else {
+            return false;
+        };
+        match seen.answered.get(&id).copied() {
+            Some(at) if at < frame => true,
+            Some(at) if at == frame => {
+                let line = seen.late_on_line.iter_mut().find(|(at, _)| *at == frame);
+                line.and_then(|(_, late)| late.pop_front()).unwrap_or(false)
+            }
+            _ => false,
+        }
     }
 
-    /// Numbers one frame read, and notes it as the answer to a request of the checker's when
-    /// it is a single object with that request's integer id and no `method` (a batch's
-    /// answers are not noted: a chunk naming one is judged as for a request still waiting).
-    /// Bounded: a frame costlier than the peer would build is only counted.
+    /// Numbers one frame read, and notes in it each answer to a request of the checker's: a
+    /// single object with that request's id ([`integer_named`]) and no `method`, or each
+    /// such object of a line of several messages (`mcpl::jsonrpc::several_values`, read as
+    /// the peer reads them, each alone, in order), with, for that line, whether each
+    /// `inference/chunk` naming a request answered on it comes after that answer
+    /// ([`IntegralSeen::late_on_line`]). A batch's answers are not noted: a chunk naming
+    /// one is judged as for a request still waiting. Bounded: a frame costlier than the peer
+    /// would build is only counted, at most [`MAX_SEVERAL`] messages of a line are read.
     fn frame_read(&self, text: Option<&str>) {
         let Ok(mut seen) = self.0.lock() else {
             return;
@@ -321,25 +352,77 @@ impl IntegralIds {
         let Some(text) = text else {
             return;
         };
-        if seen.answered.len() >= Self::SENT_KEPT
-            || mcpl::jsonrpc::parsed_cost(text) > super::MAX_PARSED_COST
-        {
+        if mcpl::jsonrpc::parsed_cost(text) > super::MAX_PARSED_COST {
             return;
         }
         let (text, _) = mcpl::jsonrpc::message_read(text);
         if !text.starts_with('{') {
             return;
         }
-        let Ok(head) = serde_json::from_str::<Head>(text) else {
-            return;
+        let ones: Vec<&str> = match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+            Ok(_) => vec![text],
+            Err(_) => mcpl::jsonrpc::several_values(text, MAX_SEVERAL)
+                .map(|several| {
+                    several
+                        .values
+                        .into_iter()
+                        .filter_map(|at| text.get(at))
+                        .collect()
+                })
+                .unwrap_or_default(),
         };
-        let (None, Some(id)) = (head.method, head.id.as_ref().and_then(Value::as_i64)) else {
-            return;
-        };
-        if seen.sent.contains(&id) {
-            let at = seen.frames;
-            seen.answered.entry(id).or_insert(at);
+        let heads: Vec<Option<Head>> = ones
+            .iter()
+            .map(|one| serde_json::from_str::<Head>(one).ok())
+            .collect();
+        let at = seen.frames;
+        // Each request of the checker's answered on this line, by its position on it.
+        let mut here: Vec<(i64, usize)> = Vec::new();
+        for (pos, head) in heads.iter().enumerate() {
+            let Some(head) = head else {
+                continue;
+            };
+            let (None, Some(id)) = (&head.method, head.id.as_ref().and_then(integer_named)) else {
+                continue;
+            };
+            if !seen.sent.contains(&id) {
+                continue;
+            }
+            let room = seen.answered.len() < Self::SENT_KEPT || seen.answered.contains_key(&id);
+            if room && *seen.answered.entry(id).or_insert(at) == at {
+                here.push((id, pos));
+            }
         }
+        if here.is_empty() || ones.len() < 2 {
+            return;
+        }
+        let mut late = VecDeque::new();
+        for (pos, one) in ones.iter().enumerate() {
+            let Ok(ChunkHead {
+                method: Some(method),
+                params: Some(params),
+            }) = serde_json::from_str::<ChunkHead>(one)
+            else {
+                continue;
+            };
+            let chunk = method
+                == <mcpl::protocol::inference::InferenceChunk as mcpl::protocol::Method>::NAME;
+            let Some(named) = params
+                .request_id
+                .as_ref()
+                .and_then(integer_named)
+                .filter(|_| chunk)
+            else {
+                continue;
+            };
+            if let Some((_, answer)) = here.iter().find(|(id, _)| *id == named) {
+                late.push_back(pos > *answer);
+            }
+        }
+        if seen.late_on_line.len() >= LINES_KEPT {
+            seen.late_on_line.pop_front();
+        }
+        seen.late_on_line.push_back((at, late));
     }
 
     /// Notes the id of an outgoing frame that is a request with an integer id (once when the
@@ -475,6 +558,17 @@ impl IntegralSeen {
     }
 }
 
+/// The checker's request id a JSON `id` (or `requestId`) value names: an integer as
+/// written, or one written as a whole float (`3.0`, `3e0`: the same value, JSON-RPC 2.0 §5)
+/// by the library's one reading ([`mcpl::jsonrpc::whole_float_integer`]), so the same id
+/// reads the same wherever it is met (an answer noted, a chunk sorted); `None` otherwise.
+fn integer_named(v: &Value) -> Option<i64> {
+    let Value::Number(n) = v else {
+        return None;
+    };
+    n.as_i64().or_else(|| mcpl::jsonrpc::whole_float_integer(n))
+}
+
 /// What [`IntegralIds`] reads of a frame (or of each item of a batch): its `id` and whether
 /// it has a `method`.
 #[derive(serde::Deserialize)]
@@ -483,6 +577,24 @@ struct Head {
     id: Option<Value>,
     #[serde(default)]
     method: Option<serde::de::IgnoredAny>,
+}
+
+/// What [`IntegralIds::frame_read`] reads of each message of a line of several answering a
+/// request of the checker's: its method and its `params.requestId`, for an
+/// `inference/chunk` (§11.4) naming that request.
+#[derive(serde::Deserialize)]
+struct ChunkHead {
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<ChunkParams>,
+}
+
+/// An `inference/chunk`'s `params`, as far as [`ChunkHead`] reads them.
+#[derive(serde::Deserialize)]
+struct ChunkParams {
+    #[serde(default, rename = "requestId")]
+    request_id: Option<Value>,
 }
 
 /// An item of a batch: a [`Head`], or anything else (no object), which is never rewritten.
@@ -646,6 +758,29 @@ mod tests {
         assert!(ids.answered_before(&three, 3));
         assert!(!ids.answered_before(&four, 9));
         assert!(!ids.answered_before(&mcpl::jsonrpc::RequestId::from(99_i64), 9));
+    }
+
+    /// r14 F5: an answer under the id written as a whole float (`3.0`) is noted as the
+    /// answer to 3 (the library's one rule, as a chunk's `requestId` is read); on
+    /// a line of several, the chunks naming a request answered on it are ordered by their
+    /// place on it: one before the answer is not after it, one after it is.
+    #[test]
+    fn an_answer_in_any_form_or_place_is_ordered_with_its_chunks() {
+        let ids = IntegralIds::default();
+        for id in [3, 4] {
+            ids.sent(&request(id));
+        }
+        let id = |v: serde_json::Value| mcpl::jsonrpc::RequestId::from_value(&v).unwrap();
+        ids.frame_read(Some(r#"{"jsonrpc":"2.0","id":3.0,"result":{}}"#));
+        assert!(ids.answered_before(&id(serde_json::json!(3)), 2));
+        let chunk = r#"{"jsonrpc":"2.0","method":"inference/chunk","params":{"requestId":4,"index":0,"delta":"x"}}"#;
+        let answer = r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32001,"message":"x"}}"#;
+        ids.frame_read(Some(&format!("{chunk} {answer} {chunk}")));
+        let four = id(serde_json::json!(4));
+        // Frame 2: the chunk before the answer, then the one after it, in turn.
+        assert!(!ids.answered_before(&four, 2));
+        assert!(ids.answered_before(&four, 2));
+        assert!(ids.answered_before(&four, 3));
     }
 
     /// JSON-RPC 2.0 §5 (a response carries its request's id): a host can make the checker
