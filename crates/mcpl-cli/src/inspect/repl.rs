@@ -44,7 +44,7 @@ commands (one per line):
   channels                   registered channels with their descriptors
   events [N]                 the last N admitted events (default 10)
   pending                    server → host requests waiting for an answer (id= the server's, handle = what answer takes)
-  answer ID TEXT             answer waiting request ID with TEXT
+  answer HANDLE TEXT         answer the waiting request of that handle (pending's) with TEXT
   auto off|echo|TEXT         how server → host requests are answered from now on
   manifest [refresh]         the manifest in force (refresh: fetch mcpl/manifest now)
   raw METHOD [JSON]          send any request through the host's gate
@@ -161,7 +161,10 @@ async fn command(engine: &Engine, line: &str) -> Option<OpResult> {
                         .unwrap_or_default();
                     engine.answer(id, Ok(super::engine::text_answer(&method, text)))
                 }
-                Err(_) => Err("answer ID TEXT: ID is the waiting request's number".into()),
+                Err(_) => Err(
+                    "answer HANDLE TEXT: HANDLE is the waiting request's handle, as pending shows it (id=7 (handle 3): 3)"
+                        .into(),
+                ),
             }
         }
         "auto" => {
@@ -613,6 +616,36 @@ async fn commands(engine: &Engine, out: &output::Lines, json_out: bool) -> ExitC
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The help and the README's `mcpl inspect --repl` list name each command the same way,
+    /// argument words included: `answer` takes the handle `pending` prints after the
+    /// server's id (`id=7 (handle 3)`), so both say `answer HANDLE TEXT` (r14 F6).
+    #[test]
+    fn the_help_and_the_readme_name_each_command_alike() {
+        let readme = include_str!("../../../../README.md");
+        let from = readme
+            .find("`mcpl inspect --repl` runs the same engine")
+            .expect("the README's REPL section");
+        let section: String = readme[from..]
+            .split("\n\n")
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let synopses: Vec<&str> = HELP
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.trim().split("  ").next())
+            .collect();
+        assert!(synopses.contains(&"answer HANDLE TEXT"), "{synopses:?}");
+        for synopsis in synopses {
+            assert!(
+                section.contains(&format!("`{synopsis}`")),
+                "the README's REPL list lacks `{synopsis}`: {section}"
+            );
+        }
+    }
 
     #[test]
     fn words_split_once() {

@@ -6,7 +6,7 @@
 //! at most [`OUTPUT_BYTES`] bytes between them (a line larger than that takes them all):
 //! - a command's result waits for room (the next command is read only once it is queued),
 //!   which holds up only the command loop;
-//! - a waiting request's notice (`{"request": …}`, `* M waiting: answer ID TEXT`) waits for
+//! - a waiting request's notice (`{"request": …}`, `* M waiting: answer HANDLE TEXT`) waits for
 //!   room as a result does: the user needs it to answer (at most `engine::MAX_PENDING` wait
 //!   at once), so it is never dropped;
 //! - an event (a push, a channel message) that finds the queue full is dropped and counted, and the count is told as a lag of the live stream is told
