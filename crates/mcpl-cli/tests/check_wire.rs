@@ -1029,6 +1029,49 @@ fn two_requests_under_one_id_received_before_either_answer_fail() {
     assert_eq!(answers[1]["error"]["code"], -32600, "{answers:?}");
 }
 
+/// The in-flight identity is the library's (`RequestId::identity`: a number by its value),
+/// not the id's text: a `ping` under `5` and one under `5.0` written back to back, and
+/// `0` and `-0.0` in one batch, are each a second request under an id in flight, so
+/// `rpc.in-flight-ids-unique` fails (2 of 4) and each second one is refused `-32600` under
+/// its own id as written (JSON-RPC 2.0 §5). Before, only a repeat of the same text counted.
+#[test]
+fn a_request_under_the_same_numeric_value_in_flight_fails() {
+    let dir = std::env::temp_dir().join(format!("mcpl-check-wire-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let seen = dir.join("in-flight-value-seen.txt");
+    let five = r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#;
+    let five_f = r#"{"jsonrpc":"2.0","id":5.0,"method":"ping"}"#;
+    let zeros =
+        r#"[{"jsonrpc":"2.0","id":0,"method":"ping"},{"jsonrpc":"2.0","id":-0.0,"method":"ping"}]"#;
+    let script = format!(
+        "read l; printf '%s\\n%s\\n%s\\n%s\\n' '{INIT}' '{five}' '{five_f}' '{zeros}'; \
+         exec cat > '{}'",
+        seen.display()
+    );
+    let doc = check_script(&script);
+    assert_eq!(status(&doc, "rpc.in-flight-ids-unique"), "fail", "{doc:#}");
+    let d = detail(&doc, "rpc.in-flight-ids-unique");
+    assert!(
+        d.starts_with("2 of 4 request(s)") && d.contains("5.0"),
+        "{d}"
+    );
+    let written = std::fs::read_to_string(&seen).unwrap();
+    let frames: Vec<Value> = written
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    // `serde_json`'s equality keeps `5.0` (a double) apart from `5` (an integer).
+    let as_written = |id: &str| serde_json::from_str::<Value>(id).unwrap();
+    let refused = |id: &str| {
+        frames
+            .iter()
+            .flat_map(|f| f.as_array().cloned().unwrap_or_else(|| vec![f.clone()]))
+            .any(|a| a["id"] == as_written(id) && a["error"]["code"] == -32600)
+    };
+    assert!(refused("5.0") && refused("-0.0"), "{written}");
+    assert!(!refused("5") && !refused("0"), "{written}");
+}
+
 /// The same id used again once its request was answered is MCP's session rule broken
 /// (`rpc.request-ids-unique` warns), not a reuse in flight: the server pings under `q`,
 /// reads the answer, and pings under `q` again; `rpc.in-flight-ids-unique` passes and the

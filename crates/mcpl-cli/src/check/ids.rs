@@ -11,10 +11,14 @@
 //!
 //! `rpc.in-flight-ids-unique` and `host.in-flight-ids-unique` ([`InFlightIds`]) fail the
 //! stricter case: a request under the id of one still unanswered.
+//!
+//! "The same id" is the library's one identity ([`mcpl::jsonrpc::InFlightId`]), by which its
+//! peer and both sans-I/O machines refuse a reuse: a number by its value (`5`, `5.0` and
+//! `5e0` one id; `0` and `-0.0` one), a string by its exact text (`"5"` no number).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use mcpl::jsonrpc::RequestId;
+use mcpl::jsonrpc::{InFlightId, RequestId};
 
 use crate::check::report::Status;
 
@@ -78,7 +82,7 @@ pub(crate) fn batched_response(entry: &serde_json::Value) -> Option<String> {
 /// The request ids one connection's other side used, and those it used again.
 #[derive(Debug, Default)]
 pub(crate) struct RequestIds {
-    seen: HashSet<String>,
+    seen: HashSet<InFlightId>,
     requests: u64,
     reused: u64,
     first: Option<String>,
@@ -92,13 +96,14 @@ impl RequestIds {
         if text.len() > MAX_ID_TEXT {
             return;
         }
-        if self.seen.contains(&text) {
+        let kept = InFlightId::of(id);
+        if self.seen.contains(&kept) {
             self.reused = self.reused.saturating_add(1);
             if self.first.is_none() {
                 self.first = Some(text.chars().take(QUOTED_CHARS).collect());
             }
         } else if self.seen.len() < MAX_IDS_KEPT {
-            self.seen.insert(text);
+            self.seen.insert(kept);
         }
     }
 
@@ -142,14 +147,14 @@ impl RequestIds {
 /// each at most [`MAX_ID_TEXT`] bytes.
 #[derive(Debug, Default)]
 pub(crate) struct InFlightIds {
-    open: HashSet<String>,
+    open: HashSet<InFlightId>,
     /// Ids answered by the checker, with the number of the frame that answered them
     /// (`mcpl check`'s [`crate::check::conn::Conn::sent_frames`]), until a request arrives
     /// that the server sent after reading that frame.
-    answering: HashMap<String, u64>,
+    answering: HashMap<InFlightId, u64>,
     /// The same answered ids ordered by their frame, so each request drops the answers
     /// written before it in time proportional to what it drops (no scan of the rest).
-    by_frame: BTreeSet<(u64, String)>,
+    by_frame: BTreeMap<u64, Vec<InFlightId>>,
     requests: u64,
     reused: u64,
     first: Option<String>,
@@ -161,22 +166,27 @@ impl InFlightIds {
     /// already in flight: not answered, or answered by a frame numbered past `written`
     /// (the server had not read that answer when it sent this request).
     pub(crate) fn opened(&mut self, id: &RequestId, written: u64) -> bool {
-        while let Some((frame, _)) = self.by_frame.first() {
+        while let Some((frame, _)) = self.by_frame.first_key_value() {
             if *frame > written {
                 break;
             }
-            if let Some((_, gone)) = self.by_frame.pop_first() {
+            for gone in self
+                .by_frame
+                .pop_first()
+                .map(|(_, g)| g)
+                .unwrap_or_default()
+            {
                 self.answering.remove(&gone);
             }
         }
-        let text = id.to_string();
-        if self.open.contains(&text) || self.answering.contains_key(&text) {
+        let kept = InFlightId::of(id);
+        if self.open.contains(&kept) || self.answering.contains_key(&kept) {
             self.reused(id);
             return true;
         }
         self.requests = self.requests.saturating_add(1);
-        if text.len() <= MAX_ID_TEXT && self.open.len() < MAX_IDS_KEPT {
-            self.open.insert(text);
+        if id.to_string().len() <= MAX_ID_TEXT && self.open.len() < MAX_IDS_KEPT {
+            self.open.insert(kept);
         }
         false
     }
@@ -190,10 +200,10 @@ impl InFlightIds {
     /// flight until a request arrives that the server sent after that frame was written
     /// ([`InFlightIds::opened`]).
     pub(crate) fn answered(&mut self, id: &RequestId, frame: u64) {
-        let text = id.to_string();
-        if self.open.remove(&text) && self.answering.len() < MAX_IDS_KEPT {
-            self.by_frame.insert((frame, text.clone()));
-            self.answering.insert(text, frame);
+        let kept = InFlightId::of(id);
+        if self.open.remove(&kept) && self.answering.len() < MAX_IDS_KEPT {
+            self.by_frame.entry(frame).or_default().push(kept.clone());
+            self.answering.insert(kept, frame);
         }
     }
 
@@ -260,6 +270,27 @@ mod tests {
         }
         assert_eq!(ids.seen.len(), MAX_IDS_KEPT);
         assert_eq!(ids.verdict("server").map(|v| v.0), Some(Status::Pass));
+    }
+
+    /// One id is the library's identity: `7` then `7.0` is a reuse (a warning here, a fail
+    /// in flight); `"7"` after `7` is not.
+    #[test]
+    fn an_id_is_one_by_its_value_not_its_text() {
+        let id =
+            |t: &str| RequestId::from_request_value(&serde_json::from_str(t).unwrap()).unwrap();
+        let mut ids = RequestIds::default();
+        ids.note(&id("7"));
+        ids.note(&id("\"7\""));
+        assert_eq!(ids.verdict("host").map(|v| v.0), Some(Status::Pass));
+        ids.note(&id("7.0"));
+        assert_eq!(ids.verdict("host").map(|v| v.0), Some(Status::Warn));
+        let mut ids = InFlightIds::default();
+        assert!(!ids.opened(&id("0"), 0));
+        assert!(ids.opened(&id("-0.0"), 0));
+        assert!(!ids.opened(&id("\"0\""), 0));
+        ids.answered(&id("0"), 1);
+        assert!(ids.opened(&id("0e0"), 0), "its answer not yet written");
+        assert!(!ids.opened(&id("0.0"), 1), "its answer written");
     }
 
     /// An id reused once its request was answered is no in-flight reuse; one reused while

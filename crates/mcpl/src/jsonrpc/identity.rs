@@ -9,7 +9,8 @@
 //! (`7`, `7.0` and `7e0` are one id; so are `0`, `0.0` and `-0.0`; `2.5` and `2.50` are
 //! one); a string by its exact text (`"7"` is no number, and `"a"` no `"A"`); a number and
 //! a string never one. The representation is not the identity: an answer still echoes the
-//! id as its own request wrote it (§5).
+//! id as its own request wrote it (§5). Public, so the checkers (`mcpl check`,
+//! `mcpl check-host`) judge an id in flight by this one rule too.
 
 use std::hash::{Hash, Hasher};
 
@@ -17,7 +18,7 @@ use super::{whole_float_integer, RequestId};
 
 /// What makes two request ids one in flight ([`RequestId::identity`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Identity<'a> {
+pub enum Identity<'a> {
     /// A number of integral value: an integer within 64 bits as written, or a whole float
     /// under 2^53 as the integer it names ([`whole_float_integer`]).
     Integer(i128),
@@ -30,7 +31,7 @@ pub(crate) enum Identity<'a> {
 impl RequestId {
     /// The id's identity in flight (module docs): the one rule by which a request under it
     /// is refused while another of the same identity is in flight.
-    pub(crate) fn identity(&self) -> Identity<'_> {
+    pub fn identity(&self) -> Identity<'_> {
         match self {
             RequestId::Number(n) => match (n.as_u64(), n.as_i64()) {
                 (Some(u), _) => Identity::Integer(i128::from(u)),
@@ -45,7 +46,7 @@ impl RequestId {
     }
 
     /// Whether the two ids are one in flight ([`RequestId::identity`]).
-    pub(crate) fn same_in_flight(&self, other: &RequestId) -> bool {
+    pub fn same_in_flight(&self, other: &RequestId) -> bool {
         self.identity() == other.identity()
     }
 }
@@ -54,12 +55,17 @@ impl RequestId {
 /// [`RequestId::identity`], so a set or a map of them finds `7.0` under `7`, and keeping the
 /// representation it was taken under (what its answer echoes, JSON-RPC 2.0 §5).
 #[derive(Debug, Clone)]
-pub(crate) struct InFlightId(pub(crate) RequestId);
+pub struct InFlightId(pub(crate) RequestId);
 
 impl InFlightId {
     /// `id` kept by its identity.
-    pub(crate) fn of(id: &RequestId) -> InFlightId {
+    pub fn of(id: &RequestId) -> InFlightId {
         InFlightId(id.clone())
+    }
+
+    /// The id as it was taken (its representation, what its answer echoes).
+    pub fn id(&self) -> &RequestId {
+        &self.0
     }
 }
 

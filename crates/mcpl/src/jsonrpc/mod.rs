@@ -925,7 +925,7 @@ pub(crate) mod doubled;
 mod encoded;
 pub(crate) mod head;
 mod identity;
-pub(crate) use identity::InFlightId;
+pub use identity::{Identity, InFlightId};
 mod invalid;
 pub use invalid::{invalid_then, InvalidThen, Shape};
 mod lead;
