@@ -67,6 +67,13 @@ async fn s4_escaped_names_and_unknown_members_are_served_by_the_fast_path() {
     let reply = raw.recv().await;
     assert_eq!(reply["id"], Value::Null);
     assert_eq!(reply["error"]["code"], -32600);
+    // Its message is true of what is taken (whole floats under 2^53 are) and says what is
+    // refused; it said "must be an integer within 64 bits".
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("under 2^53") && message.contains("such as 1e30"),
+        "{reply}"
+    );
 }
 
 #[tokio::test]

@@ -481,6 +481,14 @@ impl Parts {
     }
 }
 
+/// Why a request's numeric id is refused: what [`request_id_number`] takes, and what it
+/// does not (no double holds the value as one integer, so it could not be answered under
+/// the same value, JSON-RPC 2.0 §5).
+const REQUEST_ID_NUMBER_REFUSED: &str = "a request's numeric id must be an integer within 64 \
+     bits, or written with a fraction or an exponent either not whole or a whole value under \
+     2^53 (refused: an integer past 64 bits, and a whole value of 2^53 or more written with a \
+     fraction or an exponent, such as 1e30, which could not be answered under the same value)";
+
 /// The one rule for an envelope's `id` member as received: `null`, an integer within 64
 /// bits, or a string of at most [`MAX_ID_BYTES`]; on a request (`request`: a `method` is
 /// present) also a number [`request_id_number`] takes; anything else makes the message
@@ -490,9 +498,11 @@ fn read_id(id: Value, request: bool) -> Result<Option<RequestId>, InvalidMessage
         Value::Null => Ok(None),
         Value::Number(n) if exact_id(&n) => Ok(Some(RequestId::Number(n))),
         Value::Number(n) if request && request_id_number(&n) => Ok(Some(RequestId::Number(n))),
+        Value::Number(_) if request => Err(invalid(None, REQUEST_ID_NUMBER_REFUSED)),
         Value::Number(_) => Err(invalid(
             None,
-            "a numeric id must be an integer within 64 bits (it could not be echoed exactly)",
+            "a response's numeric id must be an integer within 64 bits (it names a request \
+             by the id it was sent under)",
         )),
         Value::String(s) if s.len() > MAX_ID_BYTES => Err(invalid(
             None,

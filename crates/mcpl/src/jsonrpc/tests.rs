@@ -376,10 +376,12 @@ fn s4_fast_path_numbers_match_the_slow_path_exactly() {
         "1e30",
     ] {
         let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"x"}}"#);
-        assert!(
-            reason(declined(&text)).contains("integer within 64 bits"),
-            "{id}"
-        );
+        // The text says what a request's id may be and what this one is not: whole floats
+        // under 2^53 are taken, so "must be an integer within 64 bits" alone was untrue.
+        let why = reason(declined(&text));
+        assert!(why.contains("integer within 64 bits"), "{id}: {why}");
+        assert!(why.contains("under 2^53"), "{id}: {why}");
+        assert!(why.contains("2^53 or more"), "{id}: {why}");
     }
     declined(r#"{"jsonrpc":"2.0","id":1e400,"method":"x"}"#).unwrap_err();
 }
