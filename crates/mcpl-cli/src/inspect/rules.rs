@@ -351,6 +351,14 @@ pub fn diagnostic(d: &HostDiagnostic) -> (Mark, About) {
             ),
             About::Nothing,
         ),
+        HostDiagnostic::FractionalId { id, method: me } => (
+            m(
+                "fractional_id",
+                "JSON-RPC 2.0",
+                format!("took request {id} ({me}) and answer it under that id: JSON-RPC 2.0 §4 says a numeric id SHOULD NOT have a fractional part"),
+            ),
+            About::Request(id.clone()),
+        ),
         HostDiagnostic::Connection(c) => connection(c),
         // A diagnostic of a kind added later (`HostDiagnostic` is non-exhaustive).
         other => (m("host_diagnostic", "host", format!("{other:?}")), About::Nothing),
@@ -373,6 +381,7 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
         Diagnostic::OverBudget { .. } => "over_budget",
         Diagnostic::LateResponse { .. } => "late_response",
         Diagnostic::IntegralId { .. } => "integral_id",
+        Diagnostic::FractionalId { .. } => "fractional_id",
         Diagnostic::UnknownResponse { .. } => "unknown_response",
         Diagnostic::UnhandledNotification { .. } => "unhandled_notification",
         Diagnostic::Dropped { .. } => "diagnostics_dropped",
@@ -385,7 +394,9 @@ fn connection(d: &Diagnostic) -> (Mark, About) {
         Diagnostic::EmptyBatch | Diagnostic::BatchTooLarge { .. } => About::Batch,
         Diagnostic::InvalidMessage { id: Some(id), .. }
         | Diagnostic::TooCostly { id: Some(id), .. } => About::Id(text(id)),
-        Diagnostic::Busy { id, .. } | Diagnostic::BusyBytes { id, .. } => About::Request(text(id)),
+        Diagnostic::Busy { id, .. }
+        | Diagnostic::BusyBytes { id, .. }
+        | Diagnostic::FractionalId { id, .. } => About::Request(text(id)),
         Diagnostic::LateResponse { id } | Diagnostic::IntegralId { id, .. } => About::Response {
             id: text(id),
             stray: false,
@@ -485,5 +496,28 @@ mod tests {
             id: "1".into(),
         });
         assert_eq!(mark.rule, "no_handler");
+        // JSON-RPC 2.0 §4: a request id with a fraction, told by the sans-I/O host and by
+        // the async host's peer alike, is marked on the request it names.
+        let (mark, about) = diagnostic(&HostDiagnostic::FractionalId {
+            id: "5.0".into(),
+            method: "ping".into(),
+        });
+        assert_eq!(
+            (mark.rule.as_str(), mark.section),
+            ("fractional_id", "JSON-RPC 2.0")
+        );
+        assert!(
+            mark.detail.contains("ping") && mark.detail.contains("5.0"),
+            "{}",
+            mark.detail
+        );
+        assert_eq!(about, About::Request("5.0".into()));
+        let id = mcpl::jsonrpc::RequestId::from_request_value(&serde_json::json!(5.0)).unwrap();
+        let (mark, about) = diagnostic(&HostDiagnostic::Connection(Diagnostic::FractionalId {
+            id,
+            method: "ping".into(),
+        }));
+        assert_eq!(mark.rule, "fractional_id");
+        assert_eq!(about, About::Request("5.0".into()));
     }
 }
