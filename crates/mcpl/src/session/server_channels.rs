@@ -532,13 +532,14 @@ impl ChannelLedger {
     /// channel the host is not known to have read ([`Self::lifecycle_revoked`]), the host gave
     /// the open up before it read the answer, which it then never applies (a host cancels
     /// only what it has no answer to): the channel is no longer held (fail closed, §14.5).
-    /// Returns it when that leaves it unknown ([`Self::is_known`]).
+    /// Returns it when that leaves it unknown ([`Self::is_known`]). `request` names the open
+    /// by its identity in flight (`jsonrpc::Identity`: `7.0` names open `7`).
     pub(crate) fn open_cancelled(&mut self, request: &RequestId) -> Option<String> {
         let read_through = self.read_through;
         let id = self
             .unread_opens
             .iter()
-            .find(|(_, (after, via))| via == request && *after >= read_through)
+            .find(|(_, (after, via))| via.same_in_flight(request) && *after >= read_through)
             .map(|(id, _)| id.clone())?;
         self.unread_opens.remove(&id);
         self.opened.remove(&id);
@@ -558,8 +559,13 @@ impl ChannelLedger {
     /// it. Reading (§14.5, MCP's cancellation; fail closed, as for a close cancelled before
     /// its answer): the host gave it up before it read the answer and dropped the channel,
     /// so the server no longer holds it either. Whether a held channel was dropped.
+    /// `request` names the close by its identity in flight (`jsonrpc::Identity`).
     pub(crate) fn close_given_up(&mut self, request: &RequestId) -> bool {
-        let Some(i) = self.answered_closes.iter().position(|(r, _)| r == request) else {
+        let Some(i) = self
+            .answered_closes
+            .iter()
+            .position(|(r, _)| r.same_in_flight(request))
+        else {
             return false;
         };
         let Some((_, channel)) = self.answered_closes.remove(i) else {

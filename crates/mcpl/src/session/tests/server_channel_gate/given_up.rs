@@ -210,3 +210,63 @@ fn s14_5_a_lifecycle_request_cancelled_across_its_answer_ends_the_channel_on_the
     );
     assert_eq!(serves_chat9(&mut p, 950), (false, false));
 }
+
+/// The same two give-ups, the cancel naming the request by the same value written as a
+/// float (`requestId: 7.0` for `channels/open` 7): one id by the library's identity in
+/// flight (`jsonrpc::Identity`, MCP's cancellation names the request by its id), so the
+/// channel ledger finds the answered open and close under it. Before, it kept them by
+/// representation and the server held both channels.
+#[test]
+fn s14_5_a_cancel_naming_the_answered_request_as_a_float_ends_the_channel_too() {
+    let mut p = open_answered_unread();
+    let wrote: Value = serde_json::from_str(p.host_wrote.last().expect("the open")).expect("json");
+    let open = wrote["id"].as_u64().expect("the host's id");
+    assert!(p.host.abandon_request(open));
+    #[allow(clippy::cast_precision_loss)]
+    let as_float = json!(open as f64);
+    assert!(as_float.is_f64(), "{as_float}");
+    let (_, out) = host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": { "requestId": as_float, "reason": "given up" } }),
+    );
+    assert!(
+        out.iter().any(
+            |o| matches!(o, ServerOutput::Diagnostic(d) if d.code() == "opened_channel_dropped")
+        ),
+        "{out:?}"
+    );
+    p.drive();
+    assert_eq!(serves_chat9(&mut p, 360), (false, false));
+
+    let mut p = with_c1();
+    let close = p
+        .host
+        .request(
+            p.now,
+            "channels/close",
+            json!({ "channelId": "c1" }),
+            Duration::from_secs(30),
+        )
+        .expect("granted");
+    let from = p.server_out.len();
+    assert!(p.step_server());
+    let handed = p.server_out[from..].iter().find_map(|o| match o {
+        ServerOutput::Request { id, method, .. } if method == "channels/close" => Some(id.clone()),
+        _ => None,
+    });
+    p.server
+        .answer(handed.expect("handed"), Ok(json!({ "closed": false })))
+        .expect("handed");
+    p.collect();
+    assert!(p.host.abandon_request(close));
+    #[allow(clippy::cast_precision_loss)]
+    let as_float = json!(close as f64);
+    host_sends(
+        &mut p,
+        json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": { "requestId": as_float, "reason": "given up" } }),
+    );
+    assert!(p.server.channels().is_empty(), "{:?}", labels(&p.server));
+    assert_eq!(reaches(&mut p, "c1"), all(false));
+}
