@@ -245,7 +245,7 @@ async fn a_batch_reusing_an_id_runs_the_first_only() {
 }
 
 /// One id in flight is one numeric value (JSON-RPC 2.0 §5: an answer carries "the same
-/// value"; `jsonrpc::Identity`): `7.0` and `7e0` while `7` is in flight, `-0.0` and `0`
+/// value"; `jsonrpc::identity::Identity`): `7.0` and `7e0` while `7` is in flight, `-0.0` and `0`
 /// while `0.0` is, are refused `-32600` (in use), each answered under its own
 /// representation; the string `"7"` is another id. Before, ids were told apart by their
 /// representation, and `7` and `7.0` both ran.

@@ -126,7 +126,7 @@ pub(crate) fn batch_requests_before(trimmed: &str, max_batch: usize) -> BatchFir
         match entry.get("id") {
             None => first.policy_notification |= policy,
             Some(id) => match RequestId::from_request_value(id) {
-                // Each once by its identity (`jsonrpc::Identity`): `1.0` after `1` would be
+                // Each once by its identity (`jsonrpc::identity::Identity`): `1.0` after `1` would be
                 // a second answer under one id (JSON-RPC 2.0 §5).
                 Some(id) if seen.insert(super::InFlightId::of(&id)) => {
                     first.requests.push((id, policy))

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 /// A request id: a JSON number or a JSON string. The two never compare equal. Equality
 /// here is `serde_json`'s, near the representation (`7` and `7.0` differ, though `0.0` and
 /// `-0.0` do not); whether two ids are one request in flight is by their value
-/// (`jsonrpc::Identity`, the one rule of the peer and both sans-I/O machines).
+/// (`jsonrpc::identity::Identity`, the one rule of the peer and both sans-I/O machines).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum RequestId {

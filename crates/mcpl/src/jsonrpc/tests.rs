@@ -808,7 +808,7 @@ fn a_batch_first_text_refused_for_what_follows_is_owed_each_request_under_its_id
 }
 
 /// JSON-RPC 2.0 §5.1, §6; §6.7: the requests of a batch the parser refused for what
-/// follows it, each once in order (by value: `1.0` is `1` again, `jsonrpc::Identity`), an
+/// follows it, each once in order (by value: `1.0` is `1` again, `jsonrpc::identity::Identity`), an
 /// entry naming its `id` twice left out (its id in doubt), and the policy Request and Notification told apart; pinned while the walk is
 /// made linear (each entry's doubled member read beside it, the ids seen a set).
 #[test]

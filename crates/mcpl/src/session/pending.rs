@@ -65,6 +65,14 @@ impl<V, K: Hash + Eq + Clone> Pending<V, K> {
         self.by_id.get(id.borrow()).map(|w| &w.value)
     }
 
+    /// Request `id`'s entry with the key it was inserted under (which may be told from
+    /// `id` while equal to it: `InFlightId` keeps the representation).
+    pub(crate) fn get_key_value<Q: Borrow<K>>(&self, id: Q) -> Option<(&K, &V)> {
+        self.by_id
+            .get_key_value(id.borrow())
+            .map(|(k, w)| (k, &w.value))
+    }
+
     pub(crate) fn get_mut<Q: Borrow<K>>(&mut self, id: Q) -> Option<&mut V> {
         self.by_id.get_mut(id.borrow()).map(|w| &mut w.value)
     }

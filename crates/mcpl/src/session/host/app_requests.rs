@@ -147,7 +147,7 @@ impl LateAnswers {
 }
 
 /// The requests handed out and not yet answered, by the server's id (by its identity in
-/// flight, `jsonrpc::Identity`, keeping the id as the request wrote it, which its answer
+/// flight, `jsonrpc::identity::Identity`, keeping the id as the request wrote it, which its answer
 /// echoes), with their deadlines: the one structure every waiting request of the host
 /// lives in ([`crate::session::pending::Pending`]).
 pub(super) type AppRequests = crate::session::pending::Pending<AppRequest, InFlightId>;
@@ -230,9 +230,10 @@ impl HostState {
         delta: &str,
     ) -> Result<(), StateError> {
         self.open()?;
-        let key = InFlightId::of(id);
-        let index = match self.app_pending.get(&key) {
-            Some(r) if r.streamed => r.chunks,
+        // The chunk names the request as it was written, as its answer echoes it
+        // ([`Self::answer`]): `7.0` stays `7.0` whichever spelling the application used.
+        let (key, index) = match self.app_pending.get_key_value(InFlightId::of(id)) {
+            Some((key, r)) if r.streamed => (key.clone(), r.chunks),
             _ => {
                 return Err(StateError::Stream(format!(
                     "no streamed inference/request {} is waiting for its answer",
@@ -240,7 +241,7 @@ impl HostState {
                 )))
             }
         };
-        let params = rules::chunk_params(id, index, delta);
+        let params = rules::chunk_params(&key.0, index, delta);
         self.gate(InferenceChunk::NAME, &params)?;
         if let Some(r) = self.app_pending.get_mut(&key) {
             r.chunks = index + 1;

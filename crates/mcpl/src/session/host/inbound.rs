@@ -344,7 +344,7 @@ impl HostState {
             let method = crate::session::CANCELLED.into();
             return self.diag(HostDiagnostic::BadParams { method, detail });
         };
-        // By its identity in flight (`jsonrpc::Identity`): `requestId: 7.0` names request
+        // By its identity in flight (`jsonrpc::identity::Identity`): `requestId: 7.0` names request
         // `7`, answered under its own id.
         let Some((crate::jsonrpc::InFlightId(id), _)) = self
             .app_pending

@@ -21,7 +21,7 @@ impl ServerState {
     /// any other (unknown, answered, or the `initialize` MCP forbids cancelling) is handed on
     /// as it is.
     pub(super) fn on_cancelled(&mut self, n: crate::jsonrpc::Notification) {
-        // By its identity in flight (`jsonrpc::Identity`): `requestId: 7.0` names request
+        // By its identity in flight (`jsonrpc::identity::Identity`): `requestId: 7.0` names request
         // `7`, which is answered under its own id.
         let id = crate::session::cancelled_request(n.params.as_ref())
             .map(InFlightId)
@@ -86,7 +86,7 @@ impl ServerState {
         Ok(())
     }
 
-    /// Request `id` as it was handed out (by its identity in flight, `jsonrpc::Identity`),
+    /// Request `id` as it was handed out (by its identity in flight, `jsonrpc::identity::Identity`),
     /// no longer waiting for its answer: its id as its request wrote it (what the answer
     /// echoes, JSON-RPC 2.0 §5), and how it was handed out.
     fn take_handed(&mut self, id: &RequestId) -> Result<(RequestId, Handed), SendRefusal> {

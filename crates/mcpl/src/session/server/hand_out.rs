@@ -1,6 +1,6 @@
 //! The host requests a [`ServerState`] hands to its application ([`ServerOutput::Request`]):
 //! within the in-flight bound ([`ServerRules::max_in_flight`](crate::session::ServerRules::max_in_flight)),
-//! each kept by its id's identity in flight until answered (`jsonrpc::Identity`).
+//! each kept by its id's identity in flight until answered (`jsonrpc::identity::Identity`).
 
 use serde_json::Value;
 

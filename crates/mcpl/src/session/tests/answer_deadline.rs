@@ -379,3 +379,37 @@ fn the_first_requests_late_answer_under_a_reused_id_is_reported() {
     assert!(!p.host.late_answer_of(&id, first, true));
     assert!(!p.host.late_answer(&id, true));
 }
+
+/// §11.4: a chunk names its request by the id the server wrote (`requestId: 7.0`), as the
+/// final answer echoes it, whichever spelling of the same value (`7`) the application
+/// used (JSON-RPC 2.0 §5 echo). Before, the chunk carried the application's `7`.
+#[test]
+fn s11_4_a_chunk_names_its_request_as_the_server_wrote_the_id() {
+    let mut p = connect_with(None);
+    p.server_writes(
+        json!({"jsonrpc": "2.0", "id": 7.0, "method": "inference/request",
+        "params": {"featureSet": "assist", "stream": true,
+                   "messages": [{"role": "user", "content": "hi"}]}}),
+    );
+    p.drive();
+    let from = p.host_wrote.len();
+    let app = RequestId::from(7i64);
+    p.host
+        .inference_chunk(p.now, &app, "one")
+        .expect("streaming");
+    p.host
+        .answer(app, Ok(json!({"content": "done"})))
+        .expect("answered");
+    p.collect();
+    let wrote: Vec<Value> = p.host_wrote[from..]
+        .iter()
+        .map(|t| serde_json::from_str(t).unwrap())
+        .collect();
+    assert_eq!(wrote.len(), 2, "{wrote:?}");
+    assert_eq!(
+        wrote[0]["params"]["requestId"].to_string(),
+        "7.0",
+        "{wrote:?}"
+    );
+    assert_eq!(wrote[1]["id"].to_string(), "7.0", "{wrote:?}");
+}

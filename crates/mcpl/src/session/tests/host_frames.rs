@@ -510,7 +510,7 @@ fn s5_any_request_under_the_id_of_one_the_application_holds_is_refused() {
 }
 
 /// JSON-RPC 2.0 §5, MCP base protocol: one id in flight is one numeric value
-/// (`jsonrpc::Identity`), as the async host's peer holds it (`peer::serving`): while the
+/// (`jsonrpc::identity::Identity`), as the async host's peer holds it (`peer::serving`): while the
 /// server's `model/info` under `7.0` is with the application, a `ping` under `7` is refused
 /// (id in use) under its own `7`; a cancel naming `7` cancels it, answered `-32800` under
 /// `7.0` as it was written; a batch `[ping 8, ping 8.0]` runs the first only, and
