@@ -253,6 +253,11 @@ async fn a_request_under_the_id_of_one_in_flight_is_refused_as_the_async_server_
     wire.send(INITIALIZED).await;
     let call = json!({"jsonrpc": "2.0", "id": 61, "method": "tools/call",
         "params": {"name": "hold", "arguments": {}}});
+    let call65 = || {
+        json!({"jsonrpc": "2.0", "id": 65, "method": "tools/call",
+            "params": {"name": "hold", "arguments": {}}})
+        .to_string()
+    };
     let frames = [
         policy(60).to_string(),
         call.to_string(),
@@ -265,6 +270,12 @@ async fn a_request_under_the_id_of_one_in_flight_is_refused_as_the_async_server_
         // under the id as its request wrote it, and the id is free again.
         cancel(json!(61.0)).to_string(),
         ping(61).to_string(),
+        // Request 65 handed out alone, then a batch cancelling it and reusing its id: the
+        // `-32800` answers a request sent alone, so it goes alone (JSON-RPC 2.0 §5), and
+        // only the batch's own `ping` is its array (§6). Before, `ServerState` wrote both
+        // as one array (r15 F3).
+        call65(),
+        json!([cancel(json!(65)), {"jsonrpc": "2.0", "id": 65.0, "method": "ping"}]).to_string(),
     ];
     for (n, frame) in frames.iter().enumerate() {
         let sans_io = state_answers(&mut state, frame);

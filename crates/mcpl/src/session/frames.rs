@@ -95,22 +95,39 @@ pub(crate) trait FrameSide {
     fn join_answers(&mut self, mark: usize, refusals: Vec<Response>, ids: &Ids<'_>);
 }
 
-/// The ids of a batch's requests ([`join`]), each by its identity in flight
-/// ([`RequestId::identity`]): `all` it holds, and those its reading `taken`.
+/// The requests a batch's reading took ([`join`]), one per entry (never per id: a cancel
+/// or a busy answer frees an id, so one id may be owed two answers in one batch), each by
+/// its identity in flight ([`crate::jsonrpc::identity::Identity`]) with the place in the
+/// side's outputs since the batch began at which it was taken: an answer written before
+/// that place answers something else (a request of an earlier frame its cancel named).
 pub(crate) struct Ids<'a> {
-    pub(crate) all: &'a HashSet<InFlightId>,
-    pub(crate) taken: &'a HashSet<InFlightId>,
+    pub(crate) owed: &'a [(InFlightId, usize)],
+    /// The reading stopped before the batch's end (the side closed): the entries past it
+    /// were never taken, so the batch is never complete.
+    pub(crate) cut: bool,
+}
+
+/// What the reading of one batch keeps ([`take_value`]): the ids of its requests held
+/// (taken and not freed: a later request under one is refused), and every request taken,
+/// per entry, with where the side's outputs stood ([`FrameSide::output_mark`]) when it was
+/// taken ([`Ids`]). Both at most the batch's entries (its bound).
+#[derive(Default)]
+pub(crate) struct BatchTaking {
+    held: HashSet<InFlightId>,
+    owed: Vec<(InFlightId, usize)>,
 }
 
 /// The outputs `tail` a side wrote while a batch was read, with the `refusals` of its
-/// entries, its answers joined: when each request of the batch (`ids`) was answered (a
-/// refusal, or by the machine itself while the batch was read), the refusals, then the
-/// answers in `tail` under an id in `ids` or `null`, go out as one array frame
+/// entries, its answers joined: when each request the batch's reading took (`ids`, per
+/// entry) was answered (by the machine itself while the batch was read, busy included),
+/// the refusals, then those answers (each the first answer under its id written after
+/// its request was taken and answering no other of them) and those under `null`, go out
+/// as one array frame
 /// ([`Transmission::Batch`], JSON-RPC 2.0 §6: an array even of one) at the first answer's
 /// place, as the async peer writes a batch's answers; when one waits for the application,
 /// the refusals go first, each its own frame, and `tail` is left as it is. `answered`
 /// shows an output that is a response frame as that response, `take` takes it, `frame`
-/// makes an output of a frame. Linear in `tail`.
+/// makes an output of a frame. At most `tail` × the batch's entries steps (both bounded).
 pub(crate) fn join<O>(
     tail: VecDeque<O>,
     refusals: Vec<Response>,
@@ -119,22 +136,35 @@ pub(crate) fn join<O>(
     take: impl Fn(O) -> Option<Response>,
     frame: impl Fn(Transmission) -> O,
 ) -> VecDeque<O> {
-    let seen: HashSet<InFlightId> = tail
-        .iter()
-        .filter_map(|o| answered(o).and_then(|r| r.id.as_ref()))
-        .map(InFlightId::of)
-        // A refusal answers its own entry, not a request taken under the same id (one the
-        // application may still hold).
-        .chain(
-            refusals
-                .iter()
-                .filter_map(|r| r.id.as_ref())
-                .map(InFlightId::of)
-                .filter(|id| !ids.taken.contains(id)),
-        )
-        .collect();
-    if ids.all.iter().any(|id| !seen.contains(id)) {
-        drop(seen);
+    // Which outputs of `tail` answer a request of this batch: walked in order, each
+    // request open from its place on, an answer under its id closing the earliest open
+    // one (an answer of an earlier frame's request, such as the `-32800` its cancel in
+    // this batch wrote before a request reused the id, is none of the batch's: JSON-RPC
+    // 2.0 §6 joins only the answers of the batch's own requests). A refusal answers its
+    // own entry, in `refusals`.
+    let mut open: Vec<&InFlightId> = Vec::new();
+    let mut next = ids.owed.iter().peekable();
+    let mut ours = Vec::with_capacity(tail.len());
+    for (k, o) in tail.iter().enumerate() {
+        while let Some((id, _)) = next.next_if(|(_, at)| *at <= k) {
+            open.push(id);
+        }
+        let mine = answered(o).is_some_and(|r| match r.id.as_ref() {
+            None => true,
+            Some(id) => {
+                let id = InFlightId::of(id);
+                match open.iter().position(|o| **o == id) {
+                    Some(at) => {
+                        open.remove(at);
+                        true
+                    }
+                    None => false,
+                }
+            }
+        });
+        ours.push(mine);
+    }
+    if ids.cut || !open.is_empty() || next.peek().is_some() {
         let mut out: VecDeque<O> = refusals
             .into_iter()
             .map(|r| frame(Transmission::Message(Message::Response(r))))
@@ -142,16 +172,11 @@ pub(crate) fn join<O>(
         out.extend(tail);
         return out;
     }
-    drop(seen);
     let mut rest = VecDeque::with_capacity(tail.len() + 1);
     let mut answers = refusals;
     let mut at = None;
-    for o in tail {
-        let ours = answered(&o).is_some_and(|r| {
-            r.id.as_ref()
-                .map_or(true, |id| ids.all.contains(&InFlightId::of(id)))
-        });
-        if !ours {
+    for (o, mine) in tail.into_iter().zip(ours) {
+        if !mine {
             rest.push_back(o);
             continue;
         }
@@ -224,39 +249,32 @@ fn take_batch<S: FrameSide>(side: &mut S, now: Instant, message: &str, top: Top,
             ErrorObject::invalid_request_because("empty batch"),
         );
     }
-    // The ids the batch's requests are answered under (bounded by the batch's bound).
-    let ids: HashSet<InFlightId> = entries
-        .iter()
-        .filter(|v| v.get("method").is_some())
-        .filter_map(|v| v.get("id").and_then(RequestId::from_request_value))
-        .map(InFlightId)
-        .collect();
     let mut entries = entries;
     let doubled = side.prepare_entries(message, &mut entries);
     let mut doubled = doubled.into_iter().peekable();
     let mark = side.output_mark();
     let mut refusals = Vec::new();
-    // The ids of the requests taken so far in this batch (at most its entries), by their
-    // identity in flight: a later request under one is refused, as the peer refuses it
-    // (`peer::serving`: an earlier entry of the same batch is in flight while the later
-    // one is read), unless a cancel between freed it ([`take_value`]).
-    let mut taken = HashSet::new();
+    // The requests taken so far in this batch ([`BatchTaking`]): a later request under
+    // the id of one is refused, as the peer refuses it (`peer::serving`: an earlier entry
+    // of the same batch is in flight while the later one is read), unless a cancel or a
+    // busy answer between freed it ([`take_value`]).
+    let mut taken = BatchTaking::default();
+    let mut cut = false;
     for (i, entry) in entries.into_iter().enumerate() {
         if side.frame_closed() {
+            cut = true;
             // The refusals collected are still owed their answers (`join` writes them).
             break;
         }
         let twice = doubled.next_if(|(at, _)| *at == i).map(|(_, d)| d);
         refusals.extend(take_value(side, now, entry, twice, Some(&mut taken)));
     }
-    side.join_answers(
-        mark,
-        refusals,
-        &Ids {
-            all: &ids,
-            taken: &taken,
-        },
-    );
+    let owed: Vec<(InFlightId, usize)> = taken
+        .owed
+        .into_iter()
+        .map(|(id, at)| (id, at.saturating_sub(mark)))
+        .collect();
+    side.join_answers(mark, refusals, &Ids { owed: &owed, cut });
 }
 
 /// One entry of a batch (or a single message read as a value), by the one rule for a
@@ -265,9 +283,10 @@ fn take_batch<S: FrameSide>(side: &mut S, now: Instant, message: &str, top: Top,
 /// side's own it names ([`crate::jsonrpc::invalid_then`]). The policy message so refused on
 /// a side that answers it is answered as not applied and refused unread (§6.7). Gives the
 /// refusal to write (in a batch, the peer writes the refusals first, then the answers as
-/// they come); the caller writes it. `taken`: in a batch, the ids of its requests taken
-/// so far, by their identity in flight ([`RequestId::identity`]); a valid request under
-/// one of them is refused ([`refuse_id_in_use`]), never taken. A request the side answers
+/// they come); the caller writes it. `taken`: in a batch, what its reading keeps
+/// ([`BatchTaking`]): the ids of its requests held, by their identity in flight
+/// ([`RequestId::identity`]), and each request taken with its place; a valid request under
+/// one held is refused ([`refuse_id_in_use`]), never taken. A request the side answers
 /// busy is not taken ([`FrameSide::take_refused_busy`]), and a `notifications/cancelled`
 /// naming one frees it for the entries after it, as the async peer frees it for both
 /// sides' owners (`peer::serving`, `Peer::answers_cancels`: the `Server` and the
@@ -278,7 +297,7 @@ pub(crate) fn take_value<S: FrameSide>(
     now: Instant,
     value: Value,
     doubled: Option<crate::jsonrpc::doubled::Doubled>,
-    mut taken: Option<&mut HashSet<InFlightId>>,
+    mut taken: Option<&mut BatchTaking>,
 ) -> Option<Response> {
     let shape = crate::jsonrpc::Shape::of(&value);
     let policy = (side.answers_policy()
@@ -295,7 +314,7 @@ pub(crate) fn take_value<S: FrameSide>(
         Ok(Message::Request(r))
             if taken
                 .as_deref_mut()
-                .is_some_and(|t| !t.insert(InFlightId::of(&r.id))) =>
+                .is_some_and(|t| !t.held.insert(InFlightId::of(&r.id))) =>
         {
             return Some(refuse_id_in_use(side, &r));
         }
@@ -308,16 +327,19 @@ pub(crate) fn take_value<S: FrameSide>(
                 Message::Request(r) => Some(InFlightId::of(&r.id)),
                 Message::Notification(n) if n.method == crate::session::CANCELLED => {
                     if let Some(id) = crate::session::cancelled_request(n.params.as_ref()) {
-                        t.remove(&InFlightId(id));
+                        t.held.remove(&InFlightId(id));
                     }
                     None
                 }
                 _ => None,
             };
             side.take_refused_busy();
+            if let Some(id) = &request {
+                t.owed.push((id.clone(), side.output_mark()));
+            }
             side.take_message(now, msg);
             if let Some(id) = request.filter(|_| side.take_refused_busy()) {
-                t.remove(&id);
+                t.held.remove(&id);
             }
             return None;
         }

@@ -186,6 +186,32 @@ fn s6_a_refusal_under_the_id_of_a_request_the_application_holds_answers_nothing_
     assert!(frames[0].get("result").is_some(), "{frames:?}");
 }
 
+/// JSON-RPC 2.0 §6: a batch is answered whole once each of its requests is, counted per
+/// entry, never per id: in `[call 47, cancel 47, call 47]` the cancel frees 47 and the
+/// second call is handed out under it, so 47 is owed two answers; the `-32800` alone is no
+/// complete array (the second call still waits for the application). Before, the batch's
+/// ids were a set, the `-32800` was written as the complete array `[-32800]` and the second
+/// call's answer came later alone (r15 F1); the async `Server` counts requests.
+#[test]
+fn s6_a_batch_owing_one_id_twice_is_not_complete_with_one_answer() {
+    let (mut p, _, from) = connected();
+    let call = json!({"jsonrpc": "2.0", "id": 47, "method": "example/work", "params": {}});
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 47}});
+    p.server
+        .handle_frame(p.now, &json!([call, cancel, call]).to_string(), MAX_BATCH);
+    let frames = server_frames(&mut p);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert!(frames[0].is_object(), "no array yet: {frames:?}");
+    assert_eq!(frames[0]["id"], 47, "{frames:?}");
+    assert_eq!(frames[0]["error"]["code"], -32800, "{frames:?}");
+    let handed = p.server_out[from..]
+        .iter()
+        .filter(|o| matches!(o, ServerOutput::Request { id, .. } if *id == RequestId::from(47u64)))
+        .count();
+    assert_eq!(handed, 2, "{:?}", &p.server_out[from..]);
+}
+
 /// JSON-RPC 2.0 §6: an empty batch, and one past the bound, are answered with one
 /// `-32600` under `null` and reported.
 #[test]
