@@ -348,4 +348,37 @@ async fn a_request_refused_busy_frees_its_id_in_its_batch_as_the_async_server_do
         );
     }
     assert!(state.grant().allows(Capability::PushEvents));
+    // Call 81 cancelled frees the one slot; then in `[policy 90, call 91, policy 91]` the
+    // policy Request's answer is owed until the batch's array is queued, so both count it
+    // (`peer::reader`): call 91 is busy, and policy 91 under the id it freed is applied
+    // (§6.7: the two servers grant the same). Before, `ServerState` counted only requests
+    // handed out: it handed call 91 out and refused policy 91, granting nothing (r15 F2).
+    let cancel81 = cancel(json!(81)).to_string();
+    let sans_io = state_answers(&mut state, &cancel81);
+    assert_eq!(
+        sans_io,
+        wire.answers_counted(&cancel81, sans_io.len()).await
+    );
+    let batch = json!([policy(90), call(91), policy(91)]).to_string();
+    let sans_io = state_answers(&mut state, &batch);
+    // The async server writes the batch's one array (its answers are joined, §6).
+    let async_server = wire.answers_counted(&batch, 1).await;
+    // The same answers (the order of a batch's answers is free, JSON-RPC 2.0 §6: the async
+    // server writes its busy answer with the refusals, first).
+    let sorted = |v: &[Value]| {
+        let mut each: Vec<String> = v
+            .iter()
+            .flat_map(|a| a.as_array().cloned().unwrap_or_default())
+            .map(|a| a.to_string())
+            .collect();
+        each.sort();
+        each
+    };
+    assert_eq!(sorted(&sans_io), sorted(&async_server), "{batch}");
+    assert_eq!(async_server.len(), 1, "{async_server:?}");
+    assert_eq!(sans_io.len(), 1, "{sans_io:?}");
+    assert_eq!(sans_io[0][1]["error"]["code"], -32000, "{sans_io:?}");
+    assert!(sans_io[0][2].get("result").is_some(), "{sans_io:?}");
+    assert!(state.grant().allows(Capability::PushEvents));
+    assert!(wire.session.granted(Capability::PushEvents));
 }

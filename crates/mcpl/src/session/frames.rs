@@ -59,6 +59,15 @@ pub(crate) trait FrameSide {
     /// id (`peer::reader`) where that bound is the peer's own (the server's).
     fn take_refused_busy(&mut self) -> bool;
 
+    /// While a batch is read (`Some`): how many of its requests were taken so far (not
+    /// refused, not answered busy), from `Some(0)` as it begins; `None` once it was read.
+    /// The async peer counts them all against its in-flight bound until the batch's array
+    /// is queued (`peer::reader`), so a side whose bound is the peer's (the server's)
+    /// counts them too. Nothing by default (the host's bound is not its peer's).
+    fn batch_owed(&mut self, taken: Option<usize>) {
+        let _ = taken;
+    }
+
     /// Whether an object with an id and neither a method nor an outcome, under `id`, is an
     /// answer of the side's own rather than something to answer (JSON-RPC 2.0 §5).
     fn answers_ours(&self, id: &RequestId) -> bool;
@@ -115,6 +124,8 @@ pub(crate) struct Ids<'a> {
 pub(crate) struct BatchTaking {
     held: HashSet<InFlightId>,
     owed: Vec<(InFlightId, usize)>,
+    /// Of `owed`, those not answered busy ([`FrameSide::batch_owed`]).
+    counted: usize,
 }
 
 /// The outputs `tail` a side wrote while a batch was read, with the `refusals` of its
@@ -260,6 +271,7 @@ fn take_batch<S: FrameSide>(side: &mut S, now: Instant, message: &str, top: Top,
     // busy answer between freed it ([`take_value`]).
     let mut taken = BatchTaking::default();
     let mut cut = false;
+    side.batch_owed(Some(0));
     for (i, entry) in entries.into_iter().enumerate() {
         if side.frame_closed() {
             cut = true;
@@ -269,6 +281,7 @@ fn take_batch<S: FrameSide>(side: &mut S, now: Instant, message: &str, top: Top,
         let twice = doubled.next_if(|(at, _)| *at == i).map(|(_, d)| d);
         refusals.extend(take_value(side, now, entry, twice, Some(&mut taken)));
     }
+    side.batch_owed(None);
     let owed: Vec<(InFlightId, usize)> = taken
         .owed
         .into_iter()
@@ -338,8 +351,13 @@ pub(crate) fn take_value<S: FrameSide>(
                 t.owed.push((id.clone(), side.output_mark()));
             }
             side.take_message(now, msg);
-            if let Some(id) = request.filter(|_| side.take_refused_busy()) {
-                t.held.remove(&id);
+            if let Some(id) = request {
+                if side.take_refused_busy() {
+                    t.held.remove(&id);
+                } else {
+                    t.counted += 1;
+                    side.batch_owed(Some(t.counted));
+                }
             }
             return None;
         }

@@ -457,6 +457,10 @@ pub struct ServerState {
     initializing: bool,
     /// The last host request taken was answered busy, never handed out (`frames::take_value`).
     refused_busy: bool,
+    /// While a batch is read: the requests handed out when it began and the requests of
+    /// its own taken so far ([`FrameSide::batch_owed`](super::frames::FrameSide::batch_owed)),
+    /// what the in-flight bound counts then.
+    batch_owed: Option<(usize, usize)>,
     turns: LifecycleTracker,
     out: VecDeque<ServerOutput>,
     /// The `mcpl/manifestChanged` still to write, coalesced (§17.8).
@@ -514,6 +518,7 @@ impl ServerState {
             handed: HashMap::new(),
             initializing: false,
             refused_busy: false,
+            batch_owed: None,
             turns,
             out,
             announce: Default::default(),

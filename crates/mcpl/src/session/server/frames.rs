@@ -248,6 +248,14 @@ impl FrameSide for ServerState {
         self.handle_message(now, msg);
     }
 
+    fn batch_owed(&mut self, taken: Option<usize>) {
+        self.batch_owed = match (self.batch_owed, taken) {
+            (_, None) => None,
+            (None, Some(n)) => Some((self.handed.len(), n)),
+            (Some((at_start, _)), Some(n)) => Some((at_start, n)),
+        };
+    }
+
     fn take_refused_busy(&mut self) -> bool {
         std::mem::take(&mut self.refused_busy)
     }

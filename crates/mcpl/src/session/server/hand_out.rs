@@ -34,7 +34,15 @@ impl ServerState {
     /// in flight ([`Self::on_request`] refused it).
     fn hand_out(&mut self, r: Request, handed: Handed) -> bool {
         // An id in flight was refused before routing (`on_request`).
-        if self.handed.len() >= self.rules.max_in_flight {
+        // In a batch, as the async peer counts (`peer::reader`): every answer still owed,
+        // those of the batch's earlier requests included (owed until its array is queued,
+        // answered or cancelled already or not), none freed while it is read (§6.7: the
+        // two servers grant the same).
+        let in_flight = match self.batch_owed {
+            Some((at_start, taken)) => at_start.saturating_add(taken),
+            None => self.handed.len(),
+        };
+        if in_flight >= self.rules.max_in_flight {
             let e = ErrorObject::busy(self.rules.max_in_flight);
             self.refused_busy = true;
             self.respond(r.id, Err(e));
