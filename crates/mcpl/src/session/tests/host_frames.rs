@@ -571,6 +571,39 @@ fn s5_an_id_in_flight_is_one_numeric_value() {
     );
 }
 
+/// JSON-RPC 2.0 §6: a batch is complete when each of its requests is answered, counted
+/// per entry, never per id. `[model/info 47, cancel 47, model/info 47]`: the cancel frees
+/// 47 and the second `model/info` is handed out under it, so 47 is owed two answers; the
+/// `-32800` alone is no complete array. Before, it was written as the array `[-32800]` and
+/// the second request's answer later alone (r15 F1).
+#[test]
+fn s6_a_batch_owing_one_id_twice_is_not_complete_with_one_answer() {
+    let mut rules = server_rules();
+    rules.manifest["modelInfo"] = json!({});
+    let mut p = Pair::new(&["modelInfo"], rules);
+    p.host = HostState::new(HostRules::new(["modelInfo"]), p.now, SystemTime::UNIX_EPOCH)
+        .expect("host rules");
+    p.host.start(p.now);
+    p.drive();
+    let (wrote, out) = (p.host_wrote.len(), p.host_out.len());
+    let info = json!({"jsonrpc": "2.0", "id": 47, "method": "model/info"});
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 47}});
+    p.host
+        .handle_frame(p.now, &json!([info, cancel, info]).to_string(), MAX_BATCH);
+    let outs = p.host_outputs_from(out);
+    let handed = outs
+        .iter()
+        .filter(|o| matches!(o, HostOutput::Request { .. }))
+        .count();
+    assert_eq!(handed, 2, "{outs:?}");
+    let frames = wrote_from(&mut p, wrote);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert!(frames[0].is_object(), "no array yet: {frames:?}");
+    assert_eq!(frames[0]["id"], 47, "{frames:?}");
+    assert_eq!(frames[0]["error"]["code"], -32800, "{frames:?}");
+}
+
 /// JSON-RPC 2.0 §6: an entry that closes the machine mid-batch (here a failed `initialize`
 /// answer, §5.2) takes nothing more of the batch, but the refusals of the entries before it
 /// are still written: each was reported answered, so each is owed its answer.
